@@ -1,0 +1,265 @@
+"""Problem instances: secret domain, outputs, prior, users, tasks, privacy distances, utility cost.
+
+Indices: ``records`` are node indices into the road network; every other index (``outputs``,
+``users``, ``tasks``, rows and columns of ``cost_m``) is a *position in the secret domain X*,
+``0 .. n_records-1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from scipy.sparse.csgraph import dijkstra
+
+from panda.network import RoadNetwork, haversine_km
+
+__all__ = ["Instance", "make_instance", "METRICS", "PRIORS"]
+
+METRICS = ("haversine", "road")
+PRIORS = ("uniform", "street_count")
+USER_DISTRIBUTIONS = ("uniform", "prior")
+
+Metric = Literal["haversine", "road"]
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """Everything a mechanism needs, built reproducibly by :func:`make_instance`.
+
+    Attributes
+    ----------
+    network
+        The road network the records are drawn from.
+    records
+        ``(K,)`` node indices of the secret domain X.
+    outputs
+        ``(M,)`` positions in X of the output set Y.
+    prior
+        ``(K,)`` prior over X (sums to 1).
+    users
+        ``(N,)`` positions in X of the users' true records (distinct).
+    tasks, task_weights
+        ``(T,)`` positions in X of the tasks and their weights ``p_t`` (sum to 1).
+    cost_m
+        ``(K, M)`` utility cost in metres: ``sum_t p_t |road(t, x) - road(t, y)|``.
+    metric
+        The privacy metric: ``"haversine"`` (great-circle km) or ``"road"`` (road km, the mean of
+        both directions, which is a metric).
+    seed
+        The seed the instance was built from.
+    """
+
+    network: RoadNetwork
+    records: np.ndarray
+    outputs: np.ndarray
+    prior: np.ndarray
+    users: np.ndarray
+    tasks: np.ndarray
+    task_weights: np.ndarray
+    cost_m: np.ndarray
+    metric: str
+    seed: int | None
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def n_records(self) -> int:
+        """K, the size of the secret domain."""
+        return int(self.records.shape[0])
+
+    @property
+    def n_outputs(self) -> int:
+        """|Y|."""
+        return int(self.outputs.shape[0])
+
+    @property
+    def n_users(self) -> int:
+        """N."""
+        return int(self.users.shape[0])
+
+    @property
+    def lon(self) -> np.ndarray:
+        """``(K,)`` longitudes of the records, degrees."""
+        return self.network.lon[self.records]
+
+    @property
+    def lat(self) -> np.ndarray:
+        """``(K,)`` latitudes of the records, degrees."""
+        return self.network.lat[self.records]
+
+    def distances_km(self, rows: np.ndarray | slice | None = None, cols: np.ndarray | slice | None = None) -> np.ndarray:
+        """Privacy distances in km between records ``rows`` and ``cols`` (positions in X).
+
+        Computed on demand (haversine) or read from the road-distance matrix, so a caller that
+        needs ``|A| x K`` never builds ``K x K``.
+        """
+        rows = slice(None) if rows is None else rows
+        cols = slice(None) if cols is None else cols
+        if self.metric == "road":
+            return self.d_km[rows][:, cols] if not isinstance(rows, slice) else self.d_km[rows, cols]
+        lon, lat = self.lon, self.lat
+        return haversine_km(
+            np.asarray(lon[rows])[:, None], np.asarray(lat[rows])[:, None], lon[cols][None, :], lat[cols][None, :]
+        )
+
+    @property
+    def d_km(self) -> np.ndarray:
+        """The full ``K x K`` privacy distance matrix in km (built once, then cached)."""
+        if "d_km" not in self._cache:
+            if self.metric == "road":
+                self._cache["d_km"] = _road_metric_km(self.network, self.records)
+            else:
+                self._cache["d_km"] = self.distances_km()
+        return self._cache["d_km"]
+
+    @property
+    def d_max_km(self) -> float:
+        """The largest privacy distance between two records, km."""
+        if "d_max_km" not in self._cache:
+            if self.metric == "road" or "d_km" in self._cache:
+                value = float(self.d_km.max())
+            else:
+                value = 0.0
+                k = self.n_records
+                step = max(1, 4_000_000 // max(k, 1))
+                for start in range(0, k, step):
+                    value = max(value, float(self.distances_km(slice(start, start + step)).max()))
+            self._cache["d_max_km"] = value
+        return self._cache["d_max_km"]
+
+    def summary(self) -> dict:
+        """Plain-data description for JSON output."""
+        return {
+            "network": self.network.name,
+            "n_records": self.n_records,
+            "n_outputs": self.n_outputs,
+            "n_users": self.n_users,
+            "n_tasks": int(self.tasks.shape[0]),
+            "metric": self.metric,
+            "seed": self.seed,
+        }
+
+
+def _check_int(value: object, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        msg = f"The '{name}' parameter of make_instance must be an int. Got {value!r} instead."
+        raise TypeError(msg)
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        msg = f"The '{name}' parameter of make_instance must be an int {bound}. Got {value} instead."
+        raise ValueError(msg)
+    return value
+
+
+def _road_from_sources_m(network: RoadNetwork, sources: np.ndarray) -> np.ndarray:
+    """``(len(sources), n_nodes)`` shortest-path lengths in metres from each source node."""
+    return dijkstra(network.adjacency, directed=True, indices=np.asarray(sources))
+
+
+def _road_metric_km(network: RoadNetwork, records: np.ndarray) -> np.ndarray:
+    """Symmetric road metric: mean of both directions' shortest paths, in km."""
+    out_m = _road_from_sources_m(network, records)[:, records]
+    return (out_m + out_m.T) / 2000.0
+
+
+def make_instance(
+    network: RoadNetwork,
+    *,
+    n_records: int,
+    n_outputs: int | None = 100,
+    n_users: int = 50,
+    n_tasks: int = 1,
+    prior: str = "uniform",
+    metric: str = "haversine",
+    user_distribution: str = "uniform",
+    seed: int | None = 0,
+) -> Instance:
+    """Draw a problem instance from a road network, reproducibly from ``seed``.
+
+    Parameters
+    ----------
+    network
+        The road network.
+    n_records
+        K, the size of the secret domain X (distinct nodes drawn uniformly).
+    n_outputs
+        |Y|: that many distinct records of X drawn uniformly; ``None`` (or ``n_records``) uses
+        all of X.
+    n_users
+        N users with distinct true records of X.
+    n_tasks
+        Number of tasks (records of X) in the utility cost; each has weight ``1 / n_tasks``.
+    prior
+        ``"uniform"`` or ``"street_count"`` (proportional to the number of streets at a node).
+    metric
+        Privacy metric: ``"haversine"`` (great-circle km) or ``"road"`` (shortest-path km,
+        mean of both directions).
+    user_distribution
+        ``"uniform"`` over X, or ``"prior"``: users drawn (without replacement) from the prior.
+    seed
+        Seed of the random draws.
+    """
+    if not isinstance(network, RoadNetwork):
+        msg = f"The 'network' parameter of make_instance must be a RoadNetwork. Got {type(network).__name__} instead."
+        raise TypeError(msg)
+    k = _check_int(n_records, "n_records", 2)
+    if k > network.n_nodes:
+        msg = (
+            f"The 'n_records' parameter of make_instance must be at most the network's {network.n_nodes} nodes "
+            f"({network.name}). Got {k} instead."
+        )
+        raise ValueError(msg)
+    m = k if n_outputs is None else _check_int(n_outputs, "n_outputs", 1)
+    if m > k:
+        msg = f"The 'n_outputs' parameter of make_instance must be at most n_records ({k}). Got {m} instead."
+        raise ValueError(msg)
+    n = _check_int(n_users, "n_users", 1)
+    if n > k:
+        msg = f"The 'n_users' parameter of make_instance must be at most n_records ({k}): users have distinct records. Got {n} instead."
+        raise ValueError(msg)
+    t = _check_int(n_tasks, "n_tasks", 1, k)
+    if prior not in PRIORS:
+        msg = f"The 'prior' parameter of make_instance must be one of {PRIORS}. Got {prior!r} instead."
+        raise ValueError(msg)
+    if metric not in METRICS:
+        msg = f"The 'metric' parameter of make_instance must be one of {METRICS}. Got {metric!r} instead."
+        raise ValueError(msg)
+    if user_distribution not in USER_DISTRIBUTIONS:
+        msg = (
+            f"The 'user_distribution' parameter of make_instance must be one of {USER_DISTRIBUTIONS}. "
+            f"Got {user_distribution!r} instead."
+        )
+        raise ValueError(msg)
+
+    rng = np.random.default_rng(seed)
+    records = np.sort(rng.choice(network.n_nodes, size=k, replace=False))
+    outputs = np.arange(k) if m == k else np.sort(rng.choice(k, size=m, replace=False))
+    if prior == "uniform":
+        p = np.full(k, 1.0 / k)
+    else:
+        weights = np.maximum(network.street_count[records].astype(float), 1.0)
+        p = weights / weights.sum()
+    user_p = None if user_distribution == "uniform" else p
+    users = rng.choice(k, size=n, replace=False, p=user_p)
+    tasks = rng.choice(k, size=t, replace=False)
+    task_weights = np.full(t, 1.0 / t)
+
+    # One Dijkstra per task: road(t, x) for every record x, then the cost is a broadcast.
+    road_m = _road_from_sources_m(network, records[tasks])[:, records]  # (T, K)
+    cost = np.zeros((k, m))
+    for w_t, r in zip(task_weights, road_m, strict=True):
+        cost += w_t * np.abs(r[:, None] - r[outputs][None, :])
+    return Instance(
+        network=network,
+        records=records,
+        outputs=outputs,
+        prior=p,
+        users=users,
+        tasks=tasks,
+        task_weights=task_weights,
+        cost_m=cost,
+        metric=metric,
+        seed=seed,
+    )

@@ -1,0 +1,325 @@
+"""HiGHS plumbing: LPs built from arrays, solver outcomes as data, and mDP-shaped LPs.
+
+Every mechanism of the project that optimises a perturbation matrix (PAnDA's AnPO, the full LP
+of Bordenabe et al., LP+CA, the Benders master and subproblems) is an LP of one shape:
+
+    minimise   sum_{r,y} cost[r, y] z[r, y]
+    subject to sum_y z[r, y] = 1                            for every row r
+               z[i, y] <= exp(B_ij) z[j, y]                  for every constrained pair (i, j), y
+               eta <= z[r, y] <= 1
+
+:func:`solve_mdp_lp` builds it from arrays (CSR) and solves it with HiGHS. With ``eta > 0`` every
+pair whose exponent satisfies ``exp(B_ij) * eta >= 1`` is implied by the bounds (``z[i, y] <= 1 <=
+exp(B_ij) eta <= exp(B_ij) z[j, y]``) and is left out exactly; rows forced to be identical
+(``B = 0`` both ways) are contracted to one variable row. The guarantee is that of the full LP:
+only the feasible set's lower bound moves (by at most ``eta`` per entry).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+__all__ = ["LPResult", "MdpLPResult", "solve_lp", "solve_mdp_lp", "SOLVERS", "MAX_EXPONENT"]
+
+SOLVERS = ("ipm", "simplex", "choose", "pdlp")
+
+#: HiGHS treats matrix values >= 1e15 as infinite and refuses the model. Exponents above this cap
+#: are lowered to it: the constraint gets tighter (the guarantee holds), and the count is reported.
+MAX_EXPONENT = float(np.log(1e12))
+
+
+@dataclass(frozen=True)
+class LPResult:
+    """Outcome of one HiGHS solve (a failure is data, not an exception).
+
+    Attributes
+    ----------
+    status
+        HiGHS model status as text ("Optimal", "Time limit reached", "Infeasible", ...).
+    success
+        True when the model status is optimal.
+    x
+        The column values (``None`` when no solution is available).
+    objective
+        The objective value (``nan`` when not solved).
+    time_s
+        Wall time of the HiGHS run, seconds.
+    n_rows, n_cols, n_nonzeros
+        The size of the LP that was solved.
+    """
+
+    status: str
+    success: bool
+    x: np.ndarray | None
+    objective: float
+    time_s: float
+    n_rows: int
+    n_cols: int
+    n_nonzeros: int
+    solver: str = "ipm"
+
+    @property
+    def message(self) -> str:
+        """One line for people."""
+        return (
+            f"HiGHS ({self.solver}): {self.status} after {self.time_s:.2f} s on {self.n_rows:,} rows x "
+            f"{self.n_cols:,} columns"
+        )
+
+
+def solve_lp(
+    c: np.ndarray,
+    a: sp.csr_matrix,
+    row_lower: np.ndarray,
+    row_upper: np.ndarray,
+    col_lower: np.ndarray,
+    col_upper: np.ndarray,
+    *,
+    time_limit_s: float = 600.0,
+    solver: str = "ipm",
+    threads: int | None = None,
+) -> LPResult:
+    """Solve ``min c x  s.t.  row_lower <= A x <= row_upper, col_lower <= x <= col_upper`` with HiGHS.
+
+    Returns an :class:`LPResult` whatever happens; check ``success``.
+    """
+    if solver not in SOLVERS:
+        msg = f"The 'solver' parameter of solve_lp must be one of {SOLVERS}. Got {solver!r} instead."
+        raise ValueError(msg)
+    if not (time_limit_s > 0):
+        msg = f"The 'time_limit_s' parameter of solve_lp must be a float > 0. Got {time_limit_s!r} instead."
+        raise ValueError(msg)
+    a = sp.csr_matrix(a)
+    n_rows, n_cols = a.shape
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("solver", solver)
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    lp = highspy.HighsLp()
+    lp.num_col_ = int(n_cols)
+    lp.num_row_ = int(n_rows)
+    lp.col_cost_ = np.ascontiguousarray(c, dtype=float)
+    lp.col_lower_ = np.ascontiguousarray(col_lower, dtype=float)
+    lp.col_upper_ = np.ascontiguousarray(col_upper, dtype=float)
+    lp.row_lower_ = np.ascontiguousarray(row_lower, dtype=float)
+    lp.row_upper_ = np.ascontiguousarray(row_upper, dtype=float)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = int(n_cols)
+    lp.a_matrix_.num_row_ = int(n_rows)
+    lp.a_matrix_.start_ = np.ascontiguousarray(a.indptr, dtype=np.int32)
+    lp.a_matrix_.index_ = np.ascontiguousarray(a.indices, dtype=np.int32)
+    lp.a_matrix_.value_ = np.ascontiguousarray(a.data, dtype=float)
+    t0 = time.perf_counter()
+    h.passModel(lp)
+    h.run()
+    elapsed = time.perf_counter() - t0
+    status = h.getModelStatus()
+    text = h.modelStatusToString(status)
+    success = status == highspy.HighsModelStatus.kOptimal
+    x = None
+    objective = float("nan")
+    if success:
+        x = np.asarray(h.getSolution().col_value, dtype=float)
+        objective = float(h.getInfo().objective_function_value)
+    return LPResult(
+        status=text,
+        success=bool(success),
+        x=x,
+        objective=objective,
+        time_s=elapsed,
+        n_rows=int(n_rows),
+        n_cols=int(n_cols),
+        n_nonzeros=int(a.nnz),
+        solver=solver,
+    )
+
+
+@dataclass(frozen=True)
+class MdpLPResult:
+    """Outcome of :func:`solve_mdp_lp`.
+
+    Attributes
+    ----------
+    lp
+        The HiGHS outcome of the reduced LP.
+    z
+        ``(R, M)`` row-stochastic perturbation matrix over the original rows (``None`` if unsolved).
+    objective
+        ``sum cost * z`` over the original rows (``nan`` if unsolved).
+    n_pairs_given
+        Ordered pairs handed in.
+    n_pairs_implied
+        Ordered pairs left out because the floor ``eta`` implies them exactly.
+    n_pairs_kept
+        Ordered pairs (between contracted groups) written as constraints.
+    n_groups
+        Rows after contracting rows forced to be identical.
+    extra
+        ``n_pairs_capped``: pairs written with the exponent lowered to :data:`MAX_EXPONENT`
+        (tighter than asked: the guarantee holds).
+    eta
+        The floor on every entry of ``z``.
+    build_time_s
+        Time spent building and reducing the LP (not solving), seconds.
+    """
+
+    lp: LPResult
+    z: np.ndarray | None
+    objective: float
+    n_pairs_given: int
+    n_pairs_implied: int
+    n_pairs_kept: int
+    n_groups: int
+    eta: float
+    build_time_s: float
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        """True when the LP was solved to optimality."""
+        return self.lp.success
+
+
+def _contract_identical(n_rows: int, pi: np.ndarray, pj: np.ndarray, b: np.ndarray) -> tuple[int, np.ndarray]:
+    """Group rows joined by pairs with ``B <= 0`` in both directions (they must be identical)."""
+    zero = b <= 0.0
+    if not zero.any():
+        return n_rows, np.arange(n_rows)
+    g = sp.coo_matrix((np.ones(int(zero.sum())), (pi[zero], pj[zero])), shape=(n_rows, n_rows))
+    # A one-directional B <= 0 (z_i <= z_j for all y, both rows summing to 1) also forces z_i == z_j.
+    n_groups, labels = connected_components(g, directed=False)
+    return int(n_groups), labels
+
+
+def solve_mdp_lp(
+    cost: np.ndarray,
+    pairs_i: np.ndarray,
+    pairs_j: np.ndarray,
+    exponent: np.ndarray,
+    *,
+    eta: float = 1e-6,
+    time_limit_s: float = 600.0,
+    solver: str = "ipm",
+    reduce: bool = True,
+) -> MdpLPResult:
+    """Solve the mDP-shaped LP described in the module docstring.
+
+    Parameters
+    ----------
+    cost
+        ``(R, M)`` objective coefficients (for a mechanism: prior times utility cost, metres).
+    pairs_i, pairs_j, exponent
+        Ordered pairs ``(i, j)`` of rows and their exponents ``B_ij``: ``z[i, y] <= exp(B_ij) z[j, y]``.
+        Negative exponents are not allowed: clip them to 0 (identical rows) before calling, and
+        report those pairs.
+    eta
+        Floor on every entry (``0 <= eta < 1 / M``). With ``eta > 0`` and ``reduce``, pairs with
+        ``exp(B) * eta >= 1`` are implied and dropped.
+    time_limit_s, solver
+        HiGHS settings.
+    reduce
+        Apply the exact reductions (implied pairs, contraction of identical rows). ``False`` builds
+        the monolithic LP, for comparison.
+    """
+    t0 = time.perf_counter()
+    cost = np.asarray(cost, dtype=float)
+    if cost.ndim != 2:
+        msg = f"The 'cost' parameter of solve_mdp_lp must be a 2-D array. Got shape {cost.shape} instead."
+        raise ValueError(msg)
+    n_rows, m = cost.shape
+    pi = np.asarray(pairs_i, dtype=np.int64).ravel()
+    pj = np.asarray(pairs_j, dtype=np.int64).ravel()
+    b = np.asarray(exponent, dtype=float).ravel()
+    if not (pi.shape == pj.shape == b.shape):
+        msg = "The 'pairs_i', 'pairs_j' and 'exponent' parameters of solve_mdp_lp must have the same length."
+        raise ValueError(msg)
+    if b.size and (np.nanmin(b) < 0 or np.isnan(b).any()):
+        msg = "The 'exponent' parameter of solve_mdp_lp must be >= 0 (clip infeasible pairs to 0 and report them)."
+        raise ValueError(msg)
+    if not (0.0 <= eta < 1.0 / m):
+        msg = f"The 'eta' parameter of solve_mdp_lp must be in [0, 1/M) = [0, {1.0 / m:.3g}). Got {eta!r} instead."
+        raise ValueError(msg)
+    keep = pi != pj
+    pi, pj, b = pi[keep], pj[keep], b[keep]
+    n_given = int(pi.size)
+    n_capped = int((b > MAX_EXPONENT).sum())
+
+    n_implied = 0
+    if reduce and eta > 0:
+        implied = b >= -np.log(eta)
+        n_implied = int(implied.sum())
+        pi, pj, b = pi[~implied], pj[~implied], b[~implied]
+    if reduce:
+        n_groups, labels = _contract_identical(n_rows, pi, pj, b)
+    else:
+        n_groups, labels = n_rows, np.arange(n_rows)
+    # Group cost: sum of member rows' costs (members share one row of z).
+    gcost = np.zeros((n_groups, m))
+    np.add.at(gcost, labels, cost)
+    gi, gj = labels[pi], labels[pj]
+    between = gi != gj
+    gi, gj, gb = gi[between], gj[between], b[between]
+    if gi.size:
+        # Several pairs between the same two groups: the smallest exponent is the binding one.
+        key = gi * n_groups + gj
+        order = np.lexsort((gb, key))
+        key, gi, gj, gb = key[order], gi[order], gj[order], gb[order]
+        first = np.ones(key.size, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        gi, gj, gb = gi[first], gj[first], gb[first]
+    n_kept = int(gi.size)
+
+    # Variables: z[g, y] at column g * m + y. Rows: n_groups equalities, then n_kept * m inequalities.
+    n_cols = n_groups * m
+    eq_rows = np.repeat(np.arange(n_groups), m)
+    eq_cols = np.arange(n_cols)
+    ys = np.arange(m)
+    ineq_row = n_groups + (np.arange(n_kept)[:, None] * m + ys[None, :]).ravel()
+    col_i = (gi[:, None] * m + ys[None, :]).ravel()
+    col_j = (gj[:, None] * m + ys[None, :]).ravel()
+    coef_j = -np.repeat(np.exp(np.minimum(gb, MAX_EXPONENT)), m)
+    rows = np.concatenate([eq_rows, ineq_row, ineq_row])
+    cols = np.concatenate([eq_cols, col_i, col_j])
+    vals = np.concatenate([np.ones(n_cols), np.ones(col_i.size), coef_j])
+    n_lp_rows = n_groups + n_kept * m
+    a = sp.csr_matrix((vals, (rows, cols)), shape=(n_lp_rows, n_cols))
+    row_lower = np.concatenate([np.ones(n_groups), np.full(n_kept * m, -np.inf)])
+    row_upper = np.concatenate([np.ones(n_groups), np.zeros(n_kept * m)])
+    build = time.perf_counter() - t0
+    res = solve_lp(
+        gcost.ravel(),
+        a,
+        row_lower,
+        row_upper,
+        np.full(n_cols, eta),
+        np.ones(n_cols),
+        time_limit_s=time_limit_s,
+        solver=solver,
+    )
+    z = None
+    objective = float("nan")
+    if res.success and res.x is not None:
+        zg = np.clip(res.x.reshape(n_groups, m), 0.0, None)
+        zg /= zg.sum(axis=1, keepdims=True)
+        z = zg[labels]
+        objective = float((cost * z).sum())
+    return MdpLPResult(
+        lp=res,
+        z=z,
+        objective=objective,
+        n_pairs_given=n_given,
+        n_pairs_implied=n_implied,
+        n_pairs_kept=n_kept,
+        n_groups=n_groups,
+        eta=float(eta),
+        build_time_s=build,
+        extra={"n_pairs_capped": n_capped if not (reduce and eta > 0) else 0},
+    )

@@ -1,0 +1,90 @@
+"""Shared fixtures: small offline road networks, osmnx settings hygiene, the Overpass stand-in."""
+
+from __future__ import annotations
+
+import copy
+import socket
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = Path(__file__).resolve().parent
+if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) from anywhere, package not installed
+    sys.path.insert(0, str(ROOT))
+
+from overpass_stub import OverpassStub  # noqa: E402
+
+from panda import network as pn  # noqa: E402
+
+#: 22 nodes / 51 directed edges after the strongly connected reduction: the smoke-test network.
+OAKLAND_FILE = TESTS_DIR / "data" / "west_oakland_drive.osm.bz2"
+#: A box holding the whole West Oakland fixture (west, south, east, north).
+OAKLAND_BBOX = (-122.31, 37.80, -122.28, 37.82)
+
+
+@pytest.fixture(scope="session")
+def kotka() -> pn.RoadNetwork:
+    """The embedded Kotka/Karhula drive network (224 nodes): fast, real, strongly connected."""
+    return pn.load_city("kotka")
+
+
+@pytest.fixture(scope="session")
+def oakland() -> pn.RoadNetwork:
+    """The West Oakland test fixture (22 nodes), loaded with network_from_file."""
+    return pn.network_from_file(OAKLAND_FILE)
+
+
+def _settings_snapshot(settings: types.ModuleType) -> dict:
+    return {
+        k: copy.deepcopy(v)
+        for k, v in vars(settings).items()
+        if not k.startswith("_") and not isinstance(v, (types.ModuleType, types.FunctionType, type))
+    }
+
+
+@pytest.fixture
+def osmnx_settings():
+    """Yield ``osmnx.settings``; afterwards restore every setting and ``socket.getaddrinfo``.
+
+    osmnx keeps its configuration in module globals and, on a download, replaces
+    ``socket.getaddrinfo`` to pin the server's address: a test must leave neither changed.
+    """
+    import osmnx as ox
+
+    before = _settings_snapshot(ox.settings)
+    getaddrinfo = socket.getaddrinfo
+    try:
+        yield ox.settings
+    finally:
+        socket.getaddrinfo = getaddrinfo
+        for key in set(_settings_snapshot(ox.settings)) - set(before):
+            delattr(ox.settings, key)
+        for key, value in before.items():
+            setattr(ox.settings, key, value)
+
+
+@pytest.fixture
+def overpass_stub(osmnx_settings):
+    """An Overpass stand-in on 127.0.0.1 serving the West Oakland fixture, wired into osmnx.
+
+    ``osmnx.settings.overpass_url`` points at it for the test; the server stops at teardown (and
+    by itself after 60 s at the latest).
+    """
+    stub = OverpassStub(OAKLAND_FILE, max_lifetime_s=60.0)
+    osmnx_settings.overpass_url = stub.url
+    try:
+        yield stub
+    finally:
+        stub.stop()
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    """An Overpass URL on a loopback port nothing listens on (connection refused at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/api"
