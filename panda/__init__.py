@@ -1,7 +1,11 @@
 """PAnDA: anchor-based metric differential privacy for geo-locations (CCS 2025), faithfully and fast."""
 
+from panda.accounting import phase1_cost
+from panda.anchors import SelectionModel, sample_anchor_sets, selection_probabilities, surrogates
+from panda.config import PandaConfig, preset
 from panda.errors import DataUnavailableError, DownloadError, OfflineError, PandaError, PandaWarning
 from panda.instance import Instance, make_instance
+from panda.margins import margin_for_records, safety_margins, surrogate_probabilities
 from panda.network import (
     CITIES,
     DEFAULT_CITY,
@@ -13,6 +17,7 @@ from panda.network import (
     network_from_bbox,
     network_from_file,
 )
+from panda.pipeline import PandaResult, run_panda
 
 __all__ = [
     "CITIES",
@@ -31,5 +36,17 @@ __all__ = [
     "make_instance",
     "network_from_bbox",
     "network_from_file",
+    "PandaConfig",
+    "PandaResult",
+    "SelectionModel",
+    "margin_for_records",
+    "phase1_cost",
+    "preset",
+    "run_panda",
+    "safety_margins",
+    "sample_anchor_sets",
+    "selection_probabilities",
+    "surrogate_probabilities",
+    "surrogates",
 ]
 __version__ = "0.1.0"

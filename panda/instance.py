@@ -103,6 +103,14 @@ class Instance:
             np.asarray(lon[rows])[:, None], np.asarray(lat[rows])[:, None], lon[cols][None, :], lat[cols][None, :]
         )
 
+    def distances_km_pairs(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Privacy distances in km between records ``a[i]`` and ``b[i]`` (element-wise)."""
+        a, b = np.asarray(a), np.asarray(b)
+        if self.metric == "road":
+            return self.d_km[a, b]
+        lon, lat = self.lon, self.lat
+        return haversine_km(lon[a], lat[a], lon[b], lat[b])
+
     @property
     def d_km(self) -> np.ndarray:
         """The full ``K x K`` privacy distance matrix in km (built once, then cached)."""

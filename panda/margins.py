@@ -1,0 +1,234 @@
+"""The safety margin (section 3.4.2-3.4.3, Algorithms 1-2, Propositions 7-8).
+
+For true records ``(p, q)`` the surrogate of ``p`` is ``s`` with probability
+``v[p, s] = w[p, s] prod_{r closer to p than s} (1 - w[p, r])``. A surrogate pair ``(s, s')``, both
+within gamma (eq. 26), keeps eps-mDP for ``(p, q)`` once the margin ``xi`` covers
+
+    Delta(s, s') = E(s, s') - E(p, q),    E(a, b) = (eps - eps_bar[a, b]) d[a, b],
+
+so the success probability ``h_{p,q}(xi) = sum_{Delta <= xi} v[p, s] v[q, s']`` is a step function and
+``xi_{p,q}(t)`` = the smallest candidate Delta with ``h >= t``, or ``+inf`` when ``t`` is out of reach.
+
+The server estimates the margin of an anchor pair ``(x, x')`` as the largest ``xi_{p,q}`` over the
+``Gamma`` nearest records ``S_x x S_x'`` (eq. 29) at the target ``t = (1 - delta) / P_S`` of eq. (30),
+where ``P_S`` (eq. 93) is the posterior probability that the true records lie in ``S_x x S_x'``.
+When ``t > 1`` or ``h`` never reaches ``t``, no finite margin exists: the result says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from panda.accounting import phase1_cost_sparse
+from panda.anchors import SelectionModel, _unit_vectors
+
+__all__ = ["MarginResult", "surrogate_probabilities", "margin_for_records", "safety_margins", "nearest_records"]
+
+
+def surrogate_probabilities(model: SelectionModel, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Surrogate distribution of a user at ``r`` over the records within gamma.
+
+    Returns ``(positions, v)``, sorted by (distance, position). ``1 - v.sum()`` is the probability
+    that no anchor within gamma is drawn (the surrogate is then beyond gamma, or the set is empty).
+    """
+    idx, _, w = model.near_sorted(r)
+    before = np.concatenate([[1.0], np.cumprod(1.0 - w)[:-1]])
+    return idx, w * before
+
+
+def nearest_records(model: SelectionModel, anchors: np.ndarray, k: int) -> np.ndarray:
+    """``(len(anchors), k)`` positions of the ``k`` nearest records of each anchor (itself first)."""
+    inst = model.instance
+    k = min(k, inst.n_records)
+    anchors = np.asarray(anchors)
+    if inst.metric == "road":
+        d = inst.d_km[anchors]
+        part = np.argpartition(d, k - 1, axis=1)[:, :k]
+        order = np.argsort(np.take_along_axis(d, part, axis=1), axis=1, kind="stable")
+        return np.take_along_axis(part, order, axis=1)
+    tree = cKDTree(_unit_vectors(inst.lon, inst.lat))
+    _, idx = tree.query(_unit_vectors(inst.lon[anchors], inst.lat[anchors]), k=k)
+    return np.asarray(idx).reshape(len(anchors), k)
+
+
+@dataclass(frozen=True)
+class MarginResult:
+    """Safety margins for anchor pairs.
+
+    Attributes
+    ----------
+    xi_hat
+        ``(P,)`` margins (same unit as ``eps * d``: nats); ``inf`` where no finite margin exists.
+    target
+        ``(P,)`` the success probability each pair must reach, ``(1 - delta) / P_S`` (eq. 30).
+    bayes_prob
+        ``(P,)`` ``P_S``: probability that the true records lie in the anchors' neighbourhoods (eq. 93).
+    unreachable
+        ``(P,)`` True where the target cannot be met (``target > 1`` or ``h`` stays below it).
+    fallback_used
+        ``(P,)`` True where ``margin_fallback="second_largest"`` replaced an infinite margin.
+    """
+
+    xi_hat: np.ndarray
+    target: np.ndarray
+    bayes_prob: np.ndarray
+    unreachable: np.ndarray
+    fallback_used: np.ndarray
+
+
+class _NearTable:
+    """Flattened near lists (positions, v) of a set of records, for vectorised candidate building."""
+
+    def __init__(self, model: SelectionModel, records: np.ndarray):
+        self.index = {int(r): i for i, r in enumerate(records)}
+        pos, vals, starts, lens = [], [], [], []
+        offset = 0
+        for r in records:
+            idx, v = surrogate_probabilities(model, int(r))
+            pos.append(idx)
+            vals.append(v)
+            starts.append(offset)
+            lens.append(idx.size)
+            offset += idx.size
+        self.pos = np.concatenate(pos) if pos else np.zeros(0, dtype=np.int64)
+        self.v = np.concatenate(vals) if vals else np.zeros(0)
+        self.start = np.asarray(starts, dtype=np.int64)
+        self.len = np.asarray(lens, dtype=np.int64)
+
+    def rows(self, records: np.ndarray) -> np.ndarray:
+        return np.fromiter((self.index[int(r)] for r in records), dtype=np.int64, count=len(records))
+
+
+def _energy(model: SelectionModel, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """E(a, b) = (eps - eps_bar[a, b]) d[a, b] (0 for a == b)."""
+    eps = model.config.epsilon_per_km
+    d = model.instance.distances_km_pairs(a, b)
+    eb = phase1_cost_sparse(model, a, b, d)
+    with np.errstate(invalid="ignore"):
+        e = (eps - eb) * d
+    e[a == b] = 0.0
+    e[np.isnan(e)] = -np.inf  # distinct records at distance 0 told apart by Phase I
+    return e
+
+
+def margin_for_records(
+    model: SelectionModel,
+    p: np.ndarray,
+    q: np.ndarray,
+    target: np.ndarray,
+    *,
+    fallback: str = "infinite",
+) -> tuple[np.ndarray, np.ndarray]:
+    """``xi_{p,q}(target)`` for record pairs (vectorised Algorithms 1-2).
+
+    Returns ``(xi, reached)``; ``xi`` is ``inf`` (or the second-largest candidate with
+    ``fallback="second_largest"``) where ``reached`` is False.
+    """
+    p = np.asarray(p, dtype=np.int64)
+    q = np.asarray(q, dtype=np.int64)
+    target = np.asarray(target, dtype=float)
+    # Unique record pairs (xi is symmetric in (p, q)).
+    lo, hi = np.minimum(p, q), np.maximum(p, q)
+    k = model.instance.n_records
+    keys, inverse = np.unique(lo * k + hi, return_inverse=True)
+    up, uq = keys // k, keys % k
+    records = np.unique(np.concatenate([up, uq]))
+    table = _NearTable(model, records)
+    rp, rq = table.rows(up), table.rows(uq)
+    counts = table.len[rp] * table.len[rq]
+    n_u = keys.size
+    seg_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    total = int(counts.sum())
+    seg = np.repeat(np.arange(n_u), counts)
+    local = np.arange(total) - seg_start[seg]
+    lq = table.len[rq][seg]
+    ip, iq = local // lq, local % lq
+    s = table.pos[table.start[rp][seg] + ip]
+    s2 = table.pos[table.start[rq][seg] + iq]
+    weight = table.v[table.start[rp][seg] + ip] * table.v[table.start[rq][seg] + iq]
+    # E on unique candidate pairs.
+    c_lo, c_hi = np.minimum(s, s2), np.maximum(s, s2)
+    ckeys, cinv = np.unique(c_lo * k + c_hi, return_inverse=True)
+    e_cand = _energy(model, ckeys // k, ckeys % k)[cinv]
+    e_pair = _energy(model, up, uq)
+    delta = e_cand - e_pair[seg]
+    # Sort candidates inside each segment, cumulate the success probability.
+    order = np.lexsort((delta, seg))
+    delta, weight = delta[order], weight[order]
+    cum = np.cumsum(weight)
+    seg_base = np.concatenate([[0.0], cum])[seg_start]
+    cum_in = cum - seg_base[seg]
+    seg_total = np.where(counts > 0, np.concatenate([[0.0], cum])[seg_start + counts] - seg_base, 0.0)
+    # For each query (pair, target): number of candidates of its segment with cum < target.
+    qseg = inverse
+    n_q = qseg.size
+    all_seg = np.concatenate([seg, qseg])
+    all_val = np.concatenate([cum_in, target])
+    all_typ = np.concatenate([np.ones(total, dtype=np.int8), np.zeros(n_q, dtype=np.int8)])
+    merged = np.lexsort((all_typ, all_val, all_seg))  # queries before candidates on ties: count cum < t
+    is_q = all_typ[merged] == 0
+    cand_before = np.cumsum(~is_q) - (~is_q)  # candidates strictly before each merged position
+    q_ids = merged[is_q] - total
+    n_below = np.empty(n_q, dtype=np.int64)
+    n_below[q_ids] = cand_before[is_q] - seg_start[qseg[q_ids]]
+    reached = (n_below < counts[qseg]) & (target <= seg_total[qseg] + 1e-15) & (target <= 1.0)
+    xi = np.full(n_q, np.inf)
+    idx = seg_start[qseg] + np.minimum(n_below, np.maximum(counts[qseg] - 1, 0))
+    xi[reached] = delta[idx[reached]]
+    if fallback == "second_largest":
+        miss = ~reached & (counts[qseg] > 0)
+        last = seg_start[qseg] + counts[qseg] - 1
+        second = np.where(counts[qseg] >= 2, last - 1, last)
+        xi[miss] = delta[second[miss]]
+    return xi, reached
+
+
+def safety_margins(model: SelectionModel, x: np.ndarray, x2: np.ndarray) -> MarginResult:
+    """Estimated margins xi_hat (eq. 29-30) for anchor pairs ``(x[i], x2[i])`` (positions in X)."""
+    cfg = model.config
+    x = np.asarray(x, dtype=np.int64)
+    x2 = np.asarray(x2, dtype=np.int64)
+    n_pairs = x.size
+    anchors = np.unique(np.concatenate([x, x2]))
+    nb = nearest_records(model, anchors, cfg.neighbourhood_size)  # (A, G)
+    where = {int(a): i for i, a in enumerate(anchors)}
+    # Bayes: P(X_n in S_x | x in A_n) = sum_{u in S_x} p_u w[u, x] / sum_u p_u w[u, x]
+    inst = model.instance
+    w_s = np.full(nb.shape, model.far)
+    for i, a in enumerate(anchors):
+        near_idx, _, near_w = model.near_sorted(int(a))
+        lookup = dict(zip(near_idx.tolist(), near_w.tolist(), strict=True))
+        w_s[i] = [lookup.get(int(u), model.far) for u in nb[i]]
+    p_anchor = (inst.prior[nb] * w_s).sum(axis=1) / model.prior_colsum[anchors]
+    ia = np.fromiter((where[int(a)] for a in x), dtype=np.int64, count=n_pairs)
+    ib = np.fromiter((where[int(a)] for a in x2), dtype=np.int64, count=n_pairs)
+    bayes = p_anchor[ia] * p_anchor[ib] if cfg.bayes_adjustment else np.ones(n_pairs)
+    target = (1.0 - cfg.delta) / bayes
+    xi_hat = np.full(n_pairs, -np.inf)
+    unreachable = target > 1.0
+    fallback_used = np.zeros(n_pairs, dtype=bool)
+    if cfg.margin_fallback == "infinite":
+        todo = np.flatnonzero(~unreachable)
+        xi_hat[unreachable] = np.inf
+    else:
+        todo = np.arange(n_pairs)
+    g = nb.shape[1]
+    step = max(1, 400_000 // (g * g))
+    for start in range(0, todo.size, step):
+        chunk = todo[start : start + step]
+        pp = np.repeat(nb[ia[chunk]], g, axis=1).ravel()
+        qq = np.tile(nb[ib[chunk]], (1, g)).ravel()
+        tt = np.repeat(np.minimum(target[chunk], 1.0), g * g)
+        xi, reached = margin_for_records(model, pp, qq, tt, fallback=cfg.margin_fallback)
+        xi = xi.reshape(chunk.size, g * g)
+        ok = reached.reshape(chunk.size, g * g).all(axis=1)
+        xi_hat[chunk] = xi.max(axis=1)
+        unreachable[chunk] |= ~ok
+        if cfg.margin_fallback != "infinite":
+            fallback_used[chunk] = unreachable[chunk]
+    return MarginResult(
+        xi_hat=xi_hat, target=target, bayes_prob=bayes, unreachable=unreachable, fallback_used=fallback_used
+    )

@@ -1,0 +1,193 @@
+"""Helpers shared by the baseline mechanisms (not public API)."""
+
+from __future__ import annotations
+
+import time
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from panda.instance import Instance
+from panda.mechanisms.base import MechanismResult, expected_loss_m
+from panda.network import EARTH_RADIUS_KM
+
+
+def output_distances_km(instance: Instance) -> np.ndarray:
+    """``(K, M)`` privacy distances from every record to every output, km (never builds K x K for haversine)."""
+    return instance.distances_km(None, instance.outputs)
+
+
+def finish(
+    name: str,
+    epsilon: float,
+    instance: Instance,
+    matrix: np.ndarray | None,
+    status: str,
+    t0: float,
+    details: dict,
+) -> MechanismResult:
+    """Wrap a matrix (or its absence) into a :class:`MechanismResult`, timing from ``t0``."""
+    elapsed = time.perf_counter() - t0
+    loss = expected_loss_m(instance, matrix) if matrix is not None else float("nan")
+    return MechanismResult(
+        name=name,
+        epsilon_per_km=epsilon,
+        matrix=matrix,
+        status=status,
+        build_time_s=elapsed,
+        loss_m=loss,
+        details=details,
+    )
+
+
+def unsolved_status(lp_status: str, elapsed_s: float) -> str:
+    """The status line of an LP mechanism whose solve did not reach optimality."""
+    if "time limit" in lp_status.lower():
+        return f"unsolved: time limit after {elapsed_s:.1f} s"
+    return f"failed: HiGHS reports {lp_status!r}"
+
+
+def check_positive(value: object, name: str, where: str, *, integer: bool = False, low: float = 0.0) -> float:
+    """Validate a number ``> low`` (an int when ``integer``) and return it."""
+    kind = "an int" if integer else "a float"
+    ok_type = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.integer, np.floating))
+    if isinstance(value, bool) or not ok_type:
+        msg = f"The '{name}' parameter of {where} must be {kind} > {low:g}. Got {value!r} instead."
+        raise TypeError(msg)
+    if not (np.isfinite(float(value)) and float(value) > low):
+        msg = f"The '{name}' parameter of {where} must be {kind} > {low:g}. Got {value!r} instead."
+        raise ValueError(msg)
+    return float(value)
+
+
+def local_plane_km(lon: np.ndarray, lat: np.ndarray, lon0: float, lat0: float) -> tuple[np.ndarray, np.ndarray]:
+    """Equirectangular projection around ``(lon0, lat0)``: east and north offsets in km."""
+    x = np.radians(np.asarray(lon, dtype=float) - lon0) * EARTH_RADIUS_KM * np.cos(np.radians(lat0))
+    y = np.radians(np.asarray(lat, dtype=float) - lat0) * EARTH_RADIUS_KM
+    return x, y
+
+
+def highs_model(
+    c: np.ndarray,
+    a: sp.csr_matrix,
+    row_lower: np.ndarray,
+    row_upper: np.ndarray,
+    col_lower: np.ndarray,
+    col_upper: np.ndarray,
+    *,
+    solver: str = "simplex",
+    options: dict | None = None,
+) -> highspy.Highs:
+    """A HiGHS model built from arrays (row-wise CSR), not yet run; for repeated solves with duals."""
+    a = sp.csr_matrix(a)
+    n_rows, n_cols = a.shape
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("solver", solver)
+    for key, value in (options or {}).items():
+        h.setOptionValue(key, value)
+    lp = highspy.HighsLp()
+    lp.num_col_ = int(n_cols)
+    lp.num_row_ = int(n_rows)
+    lp.col_cost_ = np.ascontiguousarray(c, dtype=float)
+    lp.col_lower_ = np.ascontiguousarray(col_lower, dtype=float)
+    lp.col_upper_ = np.ascontiguousarray(col_upper, dtype=float)
+    lp.row_lower_ = np.ascontiguousarray(row_lower, dtype=float)
+    lp.row_upper_ = np.ascontiguousarray(row_upper, dtype=float)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = int(n_cols)
+    lp.a_matrix_.num_row_ = int(n_rows)
+    lp.a_matrix_.start_ = np.ascontiguousarray(a.indptr, dtype=np.int32)
+    lp.a_matrix_.index_ = np.ascontiguousarray(a.indices, dtype=np.int32)
+    lp.a_matrix_.value_ = np.ascontiguousarray(a.data, dtype=float)
+    h.passModel(lp)
+    return h
+
+
+def highs_run(h: highspy.Highs, time_limit_s: float) -> tuple[str, bool]:
+    """Run a HiGHS model within ``time_limit_s``; return (model status text, optimal?)."""
+    h.setOptionValue("time_limit", float(max(time_limit_s, 1e-3)))
+    h.run()
+    status = h.getModelStatus()
+    return h.modelStatusToString(status), status == highspy.HighsModelStatus.kOptimal
+
+
+def _closure_log(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False) -> np.ndarray:
+    """``min_x' (exponent[x, x'] + log_z[x', y])`` for every ``(x, y)`` (``x' != x`` if ``exclude_self``)."""
+    k, m = log_z.shape
+    out = np.empty_like(log_z)
+    step = max(1, 4_000_000 // max(k * m, 1))
+    for s in range(0, k, step):
+        block = exponent[s : s + step].copy()
+        if exclude_self:
+            rows = np.arange(block.shape[0])
+            block[rows, rows + s] = np.inf
+        out[s : s + step] = np.min(block[:, :, None] + log_z[None, :, :], axis=1)
+    return out
+
+
+def repair_mdp(
+    matrix: np.ndarray, d_km: np.ndarray, epsilon_per_km: float, *, max_passes: int = 10
+) -> tuple[np.ndarray, dict]:
+    """Remove an LP solver's tolerance-sized mDP violations from a nearly eps-mDP matrix.
+
+    HiGHS accepts constraint violations up to its absolute feasibility tolerance (1e-7); on entries
+    near the floor (1e-6) that is a relative error of several percent. The repair:
+
+    1. *Closure*: ``Z'[x, y] = min_x' exp(eps d(x, x')) Z[x', y]``, the largest matrix below ``Z``
+       that satisfies every mDP inequality (exactly, because ``eps d`` is a metric). Rows now sum to
+       ``1 - m_x`` with deficits ``m_x`` of the violations' size.
+    2. *Fill*: give each row its deficit back on entries with headroom,
+       ``H[x, y] = min_{x' != x} exp(eps d(x, x')) Z'[x', y] - Z'[x, y]``, in proportion to ``H``.
+       Raising an entry never tightens another row's constraints (it only appears on their right
+       side), so all rows can be filled at once and the result stays exactly eps-mDP.
+    3. A row without enough headroom (rare) is renormalised instead, and the two steps repeat.
+
+    The utility changes by about the solver tolerance; ``info`` says by how much.
+
+    Returns
+    -------
+    matrix, info
+        The repaired matrix and ``{"max_log_excess_before", "max_deficit", "passes",
+        "rows_renormalised"}``.
+    """
+    z = np.clip(np.asarray(matrix, dtype=float), 0.0, None)
+    z = z / z.sum(axis=1, keepdims=True)
+    exponent = float(epsilon_per_km) * np.asarray(d_km, dtype=float)
+    before = None
+    max_deficit = 0.0
+    renormalised = 0
+    passes = 0
+    for passes in range(1, max_passes + 1):  # noqa: B007 (reported)
+        with np.errstate(divide="ignore"):
+            log_z = np.log(z)
+        closed = _closure_log(log_z, exponent)
+        with np.errstate(invalid="ignore"):
+            gap = np.nan_to_num(log_z - closed, nan=0.0, posinf=np.inf)
+        excess = float(gap.max()) if gap.size else 0.0
+        if before is None:
+            before = excess
+        if excess <= 0.0:
+            break
+        zc = np.exp(closed)
+        deficit = 1.0 - zc.sum(axis=1)
+        max_deficit = max(max_deficit, float(np.abs(deficit).max()))
+        upper = np.exp(_closure_log(closed, exponent, exclude_self=True))
+        head = np.clip(upper - zc, 0.0, None)
+        room = head.sum(axis=1)
+        ok = (room >= deficit) & (deficit > 0)
+        z = zc.copy()
+        z[ok] += head[ok] * (deficit[ok] / room[ok])[:, None]
+        short = ~ok & (deficit != 0)
+        renormalised += int(short.sum())
+        z[short] /= zc[short].sum(axis=1, keepdims=True)
+        if not short.any():
+            break
+    info = {
+        "max_log_excess_before": float(before or 0.0),
+        "max_deficit": max_deficit,
+        "passes": passes,
+        "rows_renormalised": renormalised,
+    }
+    return z, info

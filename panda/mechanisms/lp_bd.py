@@ -1,0 +1,393 @@
+"""LP+BD: the full optimal LP solved by Benders decomposition (after Qiu, IJCAI 2024).
+
+The LP is the one of :mod:`panda.mechanisms.lp_full` (every ordered pair closer than
+``ln(1 / eta) / eps``; the floor ``eta`` implies the rest exactly). Benders splits it:
+
+* **Clusters.** k-means (seeded, k-means++ start) on the records' planar coordinates.
+* **Boundary records** are those with a constrained pair crossing clusters; the others are the
+  clusters' *interior* records. Interior records of different clusters share no constraint.
+* **Master**: the boundary rows ``z_B`` (row sums, bounds, the pairs among boundary records) plus
+  one ``theta_k >= 0`` per cluster standing for the cluster's interior cost (costs are >= 0)::
+
+      minimise  sum_b p_b cost[b] . z_b + sum_k theta_k    subject to the cuts found so far
+
+* **Subproblem k**, for a fixed ``z_B``: the interior rows of cluster k with their row sums,
+  bounds and every pair touching them; the adjacent boundary rows are columns fixed by their
+  bounds to the master's values. Its optimal value ``phi_k(z_B)`` is convex in ``z_B``, and the
+  reduced costs ``g`` of the fixed columns are a subgradient (the dual solution stays feasible
+  for every ``z_B``; its objective is linear in the fixed values). Optimality cut:
+  ``theta_k >= phi_k(z0) + g . (z_B - z0)``.
+* **Infeasible subproblem**: a phase-1 LP (slack ``s >= 0`` on every pair constraint, minimise
+  ``sum s``) has value ``psi_k(z0) > 0``, also convex in ``z_B`` with subgradient ``g`` from the
+  fixed columns' reduced costs; a feasible ``z_B`` needs ``psi_k = 0``, hence the feasibility cut
+  ``psi_k(z0) + g . (z_B - z0) <= 0``.
+
+The master value is a lower bound (LB) on the LP optimum; a master point with all subproblems
+feasible gives a mechanism and an upper bound (UB). The loop stops when ``(UB - LB) / UB <= gap``
+(default 1e-3; the published artifact stopped at 10%), at the time limit, or after
+``max_iterations``. Master and subproblems are kept in HiGHS and re-solved warm (dual simplex).
+The best mechanism found is passed through :func:`panda.mechanisms.repair_mdp` (solver tolerance).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from panda.instance import Instance
+from panda.mechanisms._common import (
+    check_positive,
+    finish,
+    highs_model,
+    highs_run,
+    local_plane_km,
+    repair_mdp,
+)
+from panda.mechanisms.base import MechanismResult, check_epsilon
+from panda.mechanisms.lp_full import check_eta, mdp_pairs
+
+__all__ = ["build_lp_bd", "kmeans_labels"]
+
+
+def kmeans_labels(points: np.ndarray, n_clusters: int, *, rng: np.random.Generator, n_iter: int = 100) -> np.ndarray:
+    """Lloyd's k-means with a k-means++ start; returns ``(n,)`` labels ``0 .. k'-1`` (empty clusters dropped)."""
+    n = points.shape[0]
+    k = min(int(n_clusters), n)
+    centres = [points[rng.integers(n)]]
+    d2 = ((points - centres[0]) ** 2).sum(axis=1)
+    for _ in range(1, k):
+        total = d2.sum()
+        idx = rng.choice(n, p=d2 / total) if total > 0 else rng.integers(n)
+        centres.append(points[idx])
+        d2 = np.minimum(d2, ((points - points[idx]) ** 2).sum(axis=1))
+    c = np.asarray(centres)
+    labels = np.zeros(n, dtype=np.int64)
+    for _ in range(n_iter):
+        dist = ((points[:, None, :] - c[None, :, :]) ** 2).sum(axis=2)
+        new = dist.argmin(axis=1)
+        if _ and (new == labels).all():
+            break
+        labels = new
+        for j in range(c.shape[0]):
+            members = labels == j
+            if members.any():
+                c[j] = points[members].mean(axis=0)
+    return np.unique(labels, return_inverse=True)[1]
+
+
+@dataclass
+class _Sub:
+    """One cluster's subproblem (and its phase-1 twin), with fixed boundary columns."""
+
+    interior: np.ndarray  # record positions of the interior rows
+    fixed: np.ndarray  # record positions of the adjacent boundary rows (fixed columns)
+    fixed_master_rows: np.ndarray  # their row index among the master's boundary rows
+    model: highspy.Highs
+    phase1: highspy.Highs
+    n_var_cols: int  # interior columns (phase 1: plus slacks after the fixed ones)
+
+
+def _pair_rows(
+    pi: np.ndarray, pj: np.ndarray, b: np.ndarray, col_of: np.ndarray, m: int, row0: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """COO triplets of ``z[i, y] - exp(b) z[j, y] <= 0`` for each pair and y; rows from ``row0``."""
+    ys = np.arange(m)
+    n = pi.size
+    r = row0 + (np.arange(n)[:, None] * m + ys[None, :]).ravel()
+    ci = (col_of[pi][:, None] * m + ys[None, :]).ravel()
+    cj = (col_of[pj][:, None] * m + ys[None, :]).ravel()
+    rows = np.concatenate([r, r])
+    cols = np.concatenate([ci, cj])
+    vals = np.concatenate([np.ones(n * m), -np.repeat(np.exp(b), m)])
+    return rows, cols, vals
+
+
+def _build_sub(
+    interior: np.ndarray,
+    pi: np.ndarray,
+    pj: np.ndarray,
+    b: np.ndarray,
+    weighted: np.ndarray,
+    master_row_of: np.ndarray,
+    eta: float,
+) -> _Sub:
+    k_total, m = weighted.shape
+    in_i = np.zeros(k_total, dtype=bool)
+    in_i[interior] = True
+    touch = in_i[pi] | in_i[pj]
+    spi, spj, sb = pi[touch], pj[touch], b[touch]
+    others = np.concatenate([spi[~in_i[spi]], spj[~in_i[spj]]])
+    fixed = np.unique(others)
+    n_int, n_fix = interior.size, fixed.size
+    col_of = np.full(k_total, -1, dtype=np.int64)
+    col_of[interior] = np.arange(n_int)
+    col_of[fixed] = n_int + np.arange(n_fix)
+    n_cols = (n_int + n_fix) * m
+    n_pairs = spi.size
+    # Rows: interior row sums, then pair constraints.
+    eq_r = np.repeat(np.arange(n_int), m)
+    eq_c = np.arange(n_int * m)
+    pr, pc, pv = _pair_rows(spi, spj, sb, col_of, m, n_int)
+    rows = np.concatenate([eq_r, pr])
+    cols = np.concatenate([eq_c, pc])
+    vals = np.concatenate([np.ones(n_int * m), pv])
+    n_rows = n_int + n_pairs * m
+    a = sp.csr_matrix((vals, (rows, cols)), shape=(n_rows, n_cols))
+    cost = np.concatenate([weighted[interior].ravel(), np.zeros(n_fix * m)])
+    lo = np.full(n_cols, eta)
+    hi = np.ones(n_cols)
+    row_lo = np.concatenate([np.ones(n_int), np.full(n_pairs * m, -np.inf)])
+    row_hi = np.concatenate([np.ones(n_int), np.zeros(n_pairs * m)])
+    model = highs_model(cost, a, row_lo, row_hi, lo, hi, solver="simplex")
+    # Phase 1: the same rows, plus one slack column per pair row (coefficient -1), cost 1 on slacks.
+    slack = sp.csr_matrix(
+        (-np.ones(n_pairs * m), (n_int + np.arange(n_pairs * m), np.arange(n_pairs * m))),
+        shape=(n_rows, n_pairs * m),
+    )
+    a1 = sp.hstack([a, slack], format="csr")
+    cost1 = np.concatenate([np.zeros(n_cols), np.ones(n_pairs * m)])
+    lo1 = np.concatenate([lo, np.zeros(n_pairs * m)])
+    hi1 = np.concatenate([hi, np.full(n_pairs * m, np.inf)])
+    phase1 = highs_model(cost1, a1, row_lo, row_hi, lo1, hi1, solver="simplex")
+    return _Sub(
+        interior=interior,
+        fixed=fixed,
+        fixed_master_rows=master_row_of[fixed],
+        model=model,
+        phase1=phase1,
+        n_var_cols=n_int * m,
+    )
+
+
+def _fix_and_solve(h: highspy.Highs, first_col: int, values: np.ndarray, time_left: float) -> tuple[str, bool]:
+    n = values.size
+    idx = np.arange(first_col, first_col + n, dtype=np.int32)
+    h.changeColsBounds(n, idx, values, values)
+    return highs_run(h, time_left)
+
+
+def build_lp_bd(
+    instance: Instance,
+    epsilon_per_km: float,
+    *,
+    eta: float = 1e-6,
+    n_clusters: int | None = None,
+    gap: float = 1e-3,
+    max_iterations: int = 1000,
+    time_limit_s: float = 1800.0,
+    rng: np.random.Generator | int | None = 0,
+) -> MechanismResult:
+    """The optimal eps-mDP LP over all of X, solved by Benders decomposition to a stated gap.
+
+    Parameters
+    ----------
+    instance
+        The problem instance.
+    epsilon_per_km
+        Privacy budget, 1/km.
+    eta
+        Floor on every entry; pairs it implies are left out exactly (fewer crossing pairs).
+    n_clusters
+        Number of k-means clusters (``None``: ``max(2, K // 10)``, the artifact's 50 for K = 500).
+    gap
+        Stop when ``(UB - LB) / UB <= gap`` (the artifact: 0.1).
+    max_iterations
+        Benders iterations at most.
+    time_limit_s
+        Wall-time limit; beyond it (or the iteration limit) the status is ``"unsolved: ..."`` and the
+        matrix ``None`` (the best mechanism found, if any, is in ``details["incumbent_matrix"]``).
+    rng
+        Random generator or seed of the k-means start.
+
+    Returns
+    -------
+    MechanismResult
+        ``details``: ``iterations``, ``lower_bound_m``, ``upper_bound_m``, ``gap_reached``,
+        ``n_boundary``, ``n_clusters``, cut counts, the pair counts and the repair.
+    """
+    eps = check_epsilon(epsilon_per_km, "build_lp_bd")
+    eta = check_eta(eta, instance.n_outputs, "build_lp_bd")
+    if not (isinstance(gap, (int, float)) and not isinstance(gap, bool) and 0 <= gap < 1):
+        msg = f"The 'gap' parameter of build_lp_bd must be a float in [0, 1). Got {gap!r} instead."
+        raise ValueError(msg)
+    max_it = int(check_positive(max_iterations, "max_iterations", "build_lp_bd", integer=True))
+    check_positive(time_limit_s, "time_limit_s", "build_lp_bd")
+    k_total, m = instance.n_records, instance.n_outputs
+    if n_clusters is None:
+        n_clusters = max(2, k_total // 10)
+    n_clusters = int(check_positive(n_clusters, "n_clusters", "build_lp_bd", integer=True))
+    gen = np.random.default_rng(rng)
+    t0 = time.perf_counter()
+    deadline = t0 + float(time_limit_s)
+
+    def left() -> float:
+        return deadline - time.perf_counter()
+
+    d = instance.d_km
+    pi, pj, b, info = mdp_pairs(d, eps, eta=eta)
+    weighted = instance.prior[:, None] * instance.cost_m
+    x, y = local_plane_km(instance.lon, instance.lat, float(np.mean(instance.lon)), float(np.mean(instance.lat)))
+    labels = kmeans_labels(np.stack([x, y], axis=1), n_clusters, rng=gen)
+    crossing = labels[pi] != labels[pj]
+    is_boundary = np.zeros(k_total, dtype=bool)
+    is_boundary[pi[crossing]] = True
+    is_boundary[pj[crossing]] = True
+    boundary = np.flatnonzero(is_boundary)
+    n_b = boundary.size
+    master_row_of = np.full(k_total, -1, dtype=np.int64)
+    master_row_of[boundary] = np.arange(n_b)
+
+    # Master: z_B (n_b * m columns) then theta (one per cluster with interior records).
+    clusters = [np.flatnonzero((labels == c) & ~is_boundary) for c in range(int(labels.max()) + 1)]
+    clusters = [c for c in clusters if c.size]
+    n_theta = len(clusters)
+    bb = is_boundary[pi] & is_boundary[pj]
+    eq_r = np.repeat(np.arange(n_b), m)
+    eq_c = np.arange(n_b * m)
+    pr, pc, pv = _pair_rows(pi[bb], pj[bb], b[bb], master_row_of, m, n_b)
+    n_mrows = n_b + int(bb.sum()) * m
+    n_mcols = n_b * m + n_theta
+    a = sp.csr_matrix(
+        (np.concatenate([np.ones(n_b * m), pv]), (np.concatenate([eq_r, pr]), np.concatenate([eq_c, pc]))),
+        shape=(n_mrows, n_mcols),
+    )
+    master = highs_model(
+        np.concatenate([weighted[boundary].ravel(), np.ones(n_theta)]),
+        a,
+        np.concatenate([np.ones(n_b), np.full(n_mrows - n_b, -np.inf)]),
+        np.concatenate([np.ones(n_b), np.zeros(n_mrows - n_b)]),
+        np.concatenate([np.full(n_b * m, eta), np.zeros(n_theta)]),
+        np.concatenate([np.ones(n_b * m), np.full(n_theta, np.inf)]),
+        solver="simplex",
+    )
+    subs = [_build_sub(c, pi, pj, b, weighted, master_row_of, eta) for c in clusters]
+
+    details: dict = {
+        **info,
+        "eta": eta,
+        "gap_target": float(gap),
+        "n_clusters": int(labels.max()) + 1,
+        "n_subproblems": n_theta,
+        "n_boundary": int(n_b),
+        "n_interior": int(k_total - n_b),
+        "n_crossing_pairs": int(crossing.sum()),
+        "solver": "simplex (warm-started)",
+    }
+    lb, ub = -np.inf, np.inf
+    best: np.ndarray | None = None
+    n_opt_cuts = n_feas_cuts = 0
+    iteration = 0
+    status = ""
+    history: list[tuple[float, float]] = []
+    while True:
+        if iteration >= max_it:
+            status = f"unsolved: iteration limit ({max_it}) after {time.perf_counter() - t0:.1f} s"
+            break
+        if left() <= 0:
+            status = f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
+            break
+        iteration += 1
+        mstat, ok = highs_run(master, left())
+        if not ok:
+            status = (
+                f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
+                if "time limit" in mstat.lower()
+                else f"failed: master LP {mstat!r}"
+            )
+            break
+        sol = np.asarray(master.getSolution().col_value)
+        lb = max(lb, float(master.getInfo().objective_function_value))
+        z_b = sol[: n_b * m].reshape(n_b, m)
+        theta = sol[n_b * m :]
+        total = float((weighted[boundary] * z_b).sum())
+        feasible = True
+        z_full = np.zeros((k_total, m))
+        z_full[boundary] = z_b
+        timed_out = False
+        for k, sub in enumerate(subs):
+            fixed_vals = z_b[sub.fixed_master_rows].ravel()
+            if left() <= 0:
+                timed_out = True
+                break
+            sstat, ok = _fix_and_solve(sub.model, sub.n_var_cols, fixed_vals, left())
+            if ok:
+                s = sub.model.getSolution()
+                phi = float(sub.model.getInfo().objective_function_value)
+                g = np.asarray(s.col_dual)[sub.n_var_cols :]
+                z_full[sub.interior] = np.asarray(s.col_value)[: sub.n_var_cols].reshape(-1, m)
+                total += phi
+                if phi > theta[k] + 1e-9 * max(1.0, abs(phi)):
+                    _add_cut(master, sub, g, fixed_vals, phi, m, theta_col=n_b * m + k, feasibility=False)
+                    n_opt_cuts += 1
+            elif "infeasible" in sstat.lower():
+                feasible = False
+                pstat, ok1 = _fix_and_solve(sub.phase1, sub.n_var_cols, fixed_vals, left())
+                if not ok1:
+                    timed_out = "time limit" in pstat.lower()
+                    status = status or f"failed: phase-1 LP {pstat!r}"
+                    break
+                psi = float(sub.phase1.getInfo().objective_function_value)
+                n_fix_cols = fixed_vals.size
+                g = np.asarray(sub.phase1.getSolution().col_dual)[sub.n_var_cols : sub.n_var_cols + n_fix_cols]
+                _add_cut(master, sub, g, fixed_vals, psi, m, theta_col=None, feasibility=True)
+                n_feas_cuts += 1
+            else:
+                timed_out = "time limit" in sstat.lower()
+                status = status or f"failed: subproblem LP {sstat!r}"
+                break
+        if timed_out:
+            status = f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
+            break
+        if status:
+            break
+        if feasible and total < ub:
+            ub = total
+            best = z_full
+        history.append((lb, ub))
+        if np.isfinite(ub) and ub - lb <= gap * max(ub, 1e-12):
+            status = "solved"
+            break
+    reached = (ub - lb) / ub if np.isfinite(ub) and ub > 0 else (0.0 if ub == 0 else float("inf"))
+    details.update(
+        iterations=iteration,
+        lower_bound_m=float(lb),
+        upper_bound_m=float(ub),
+        gap_reached=float(reached),
+        n_optimality_cuts=n_opt_cuts,
+        n_feasibility_cuts=n_feas_cuts,
+        bounds_history=history,
+    )
+    if status != "solved" or best is None:
+        if best is not None:
+            details["incumbent_matrix"], details["incumbent_repair"] = repair_mdp(best, d, eps)
+        return finish("lp-bd", eps, instance, None, status or "failed: no feasible point", t0, details)
+    matrix, details["repair"] = repair_mdp(best, d, eps)
+    return finish("lp-bd", eps, instance, matrix, "solved", t0, details)
+
+
+def _add_cut(
+    master: highspy.Highs,
+    sub: _Sub,
+    g: np.ndarray,
+    fixed_vals: np.ndarray,
+    value: float,
+    m: int,
+    *,
+    theta_col: int | None,
+    feasibility: bool,
+) -> None:
+    """Optimality cut ``theta - g.z_B >= value - g.z0`` or feasibility cut ``g.z_B <= g.z0 - value``."""
+    cols = (sub.fixed_master_rows[:, None] * m + np.arange(m)[None, :]).ravel()
+    nz = g != 0
+    cols, coef = cols[nz], g[nz]
+    const = value - float(g @ fixed_vals)
+    if feasibility:
+        master.addRow(-np.inf, -const, int(cols.size), cols.astype(np.int32), coef.astype(float))
+    else:
+        idx = np.concatenate([cols, [theta_col]]).astype(np.int32)
+        val = np.concatenate([-coef, [1.0]]).astype(float)
+        master.addRow(const, np.inf, int(idx.size), idx, val)
