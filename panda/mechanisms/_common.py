@@ -123,7 +123,8 @@ def _closure_log(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool 
         if exclude_self:
             rows = np.arange(block.shape[0])
             block[rows, rows + s] = np.inf
-        out[s : s + step] = np.min(block[:, :, None] + log_z[None, :, :], axis=1)
+        with np.errstate(invalid="ignore"):  # inf (excluded self) + -inf (zero entry) = nan: ignored by fmin
+            out[s : s + step] = np.fmin.reduce(block[:, :, None] + log_z[None, :, :], axis=1)
     return out
 
 
