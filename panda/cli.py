@@ -21,7 +21,7 @@ from typing import TextIO
 
 from panda.errors import PandaError
 
-__all__ = ["main", "build_parser", "cmd_network", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
+__all__ = ["main", "build_parser", "cmd_network", "cmd_run", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_network_parser(subparsers)
+    _add_run_parser(subparsers)
     return parser
 
 
@@ -142,6 +143,155 @@ def cmd_network(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     print(f"  source:         {net.source}", file=out)
     print(f"  {net.attribution}", file=out)
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------------------------
+
+
+def add_instance_arguments(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``run`` and ``compare``: which network and instance."""
+    p.add_argument("--city", default=None, help="embedded city (default: neubrandenburg) or rome-paper")
+    p.add_argument("--records", type=int, default=1000, help="K, the size of the secret domain (default 1000)")
+    p.add_argument("--users", type=int, default=50, help="N users (default 50)")
+    p.add_argument("--outputs", type=int, default=100, help="|Y| outputs (default 100)")
+    p.add_argument("--tasks", type=int, default=1, help="tasks in the utility cost (default 1)")
+    p.add_argument("--prior", default="uniform", choices=["uniform", "street_count"])
+    p.add_argument("--metric", default="haversine", choices=["haversine", "road"])
+    p.add_argument("--seed", type=int, default=0, help="seed of the instance and of the mechanism (default 0)")
+    p.add_argument("--json", dest="json_out", default=None, metavar="PATH", help="write the summary as JSON to PATH")
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    """PAnDA configuration options (each overrides the preset)."""
+    p.add_argument("--preset", default="paper", choices=["paper", "artifact"], help="named configuration")
+    p.add_argument("--epsilon", type=float, default=None, help="privacy budget eps, 1/km")
+    p.add_argument("--delta", type=float, default=None, help="failure probability delta")
+    p.add_argument("--alpha", type=float, default=None, help="selection scale alpha in (0, 1)")
+    p.add_argument("--lambda", dest="lambda_", type=float, default=None, help="decay rate lambda, 1/km")
+    p.add_argument("--gamma", type=float, default=None, help="threshold gamma, km (default: from the preset)")
+    p.add_argument("--decay", default=None, choices=["exponential", "power", "logistic"])
+    p.add_argument("--neighbours", type=int, default=None, help="Gamma, neighbours per anchor for the margin")
+    p.add_argument("--radius", default=None, help="constraint radius in km, or 'all' for every anchor pair")
+    p.add_argument("--time-limit", type=float, default=None, help="LP time limit, seconds")
+
+
+def config_from_args(args: argparse.Namespace):
+    """Build the PandaConfig the options describe."""
+    from panda.config import preset
+
+    overrides: dict = {}
+    for opt, field in (
+        ("epsilon", "epsilon_per_km"),
+        ("delta", "delta"),
+        ("alpha", "alpha"),
+        ("lambda_", "lambda_per_km"),
+        ("gamma", "gamma_km"),
+        ("decay", "decay"),
+        ("neighbours", "neighbourhood_size"),
+        ("time_limit", "lp_time_limit_s"),
+    ):
+        value = getattr(args, opt, None)
+        if value is not None:
+            overrides[field] = value
+    if args.radius is not None:
+        if str(args.radius).lower() in ("all", "none"):
+            overrides["constraint_radius_km"] = None
+        else:
+            try:
+                overrides["constraint_radius_km"] = float(args.radius)
+            except ValueError:
+                msg = f"--radius must be a number of km or 'all'. Got {args.radius!r} instead."
+                raise ValueError(msg) from None
+    return preset(args.preset, **overrides)
+
+
+def instance_from_args(args: argparse.Namespace):
+    """Load the network and draw the instance the options describe."""
+    from panda import network as pn
+    from panda.instance import make_instance
+
+    net = pn.load_city(args.city or pn.DEFAULT_CITY)
+    return make_instance(
+        net,
+        n_records=args.records,
+        n_outputs=args.outputs,
+        n_users=args.users,
+        n_tasks=args.tasks,
+        prior=args.prior,
+        metric=args.metric,
+        seed=args.seed,
+    )
+
+
+def _add_run_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run PAnDA on an instance and print (or save) the summary",
+        description="Run PAnDA end to end: anchors, exact Phase-I cost, safety margins, AnPO LP, Phase II.",
+    )
+    add_instance_arguments(p)
+    add_config_arguments(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _fmt(value: float, unit: str = "", digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def cmd_run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Handle ``panda run``."""
+    from panda.pipeline import result_to_jsonable, run_panda
+
+    out = sys.stdout if out is None else out
+    config = config_from_args(args)
+    inst = instance_from_args(args)
+    result = run_panda(inst, config, seed=args.seed)
+    s = result.summary()
+    split = s["budget_split"]
+    lines = [
+        f"PAnDA on {inst.network.name}: K={inst.n_records}, N={inst.n_users}, |Y|={inst.n_outputs}, "
+        f"eps={config.epsilon_per_km}/km, delta={config.delta:g}, preset={args.preset}, decay={config.decay}",
+        f"  gamma {s['gamma_km'] * 1000:,.0f} m, far selection probability {s['far_value']:.3g}",
+        f"  anchors: union {s['n_anchor_union']}, mean set {s['anchor_set_size_mean']:.1f}, "
+        f"empty sets {s['n_empty_anchor_sets']}",
+        f"  pairs constrained {s['n_constrained_pairs']:,}, over budget {s['n_over_budget_pairs']:,}, "
+        f"unreachable delta target {s['n_unreachable_target_pairs']:,}",
+        f"  LP: {s['lp_status']}, objective {_fmt(s['lp_objective_m'], ' m')}, lower bound "
+        f"{_fmt(s['relaxed_lower_bound_m'], ' m')}, ratio {_fmt(s['approximation_ratio'], '', 3)}",
+        f"  utility loss at true records: expected {_fmt(s['loss_expected_m'], ' m')}, "
+        f"sampled {_fmt(s['loss_sampled_m'], ' m')}",
+        f"  user pairs violating eps-mDP (measured): {_fmt(100 * s['user_pair_violation_rate'], ' %')}",
+    ]
+    if split.get("n_finite"):
+        lines.append(
+            f"  budget split (median share of eps*d): Phase I {split['phase1_share_median']:.2f}, "
+            f"margin {split['margin_share_median']:.2f}, Phase II {split['phase2_share_median']:.2f}"
+        )
+    else:
+        lines.append("  budget split: no pair has a finite safety margin")
+    t = s["timings_s"]
+    lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in t.items()))
+    print("\n".join(lines), file=out)
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(result_to_jsonable(result), fh, indent=2, default=_json_default)
+        print(f"  summary written to {args.json_out}", file=out)
+    return EXIT_OK
+
+
+def _json_default(value: object) -> object:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
+
 
 
 # ---------------------------------------------------------------------------------------------
