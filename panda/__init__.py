@@ -18,6 +18,7 @@ from panda.network import (
     network_from_file,
 )
 from panda.pipeline import PandaResult, run_panda
+from panda.pmdp import PmdpAudit, audit_panda
 
 __all__ = [
     "CITIES",
@@ -37,6 +38,11 @@ __all__ = [
     "network_from_bbox",
     "network_from_file",
     "PandaConfig",
+    "PmdpAudit",
+    "audit_panda",
+    "compare",
+    "audit_mechanism",
+    "adversary_error_m",
     "PandaResult",
     "SelectionModel",
     "margin_for_records",
@@ -50,3 +56,16 @@ __all__ = [
     "surrogates",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # compare and the audit pull in every mechanism: import them on first use.
+    if name == "compare":
+        from panda.compare import compare
+
+        return compare
+    if name in ("audit_mechanism", "adversary_error_m"):
+        from panda import audit
+
+        return getattr(audit, name)
+    raise AttributeError(f"module 'panda' has no attribute {name!r}")
