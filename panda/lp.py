@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["LPResult", "MdpLPResult", "solve_lp", "solve_mdp_lp", "SOLVERS", "MAX_EXPONENT"]
+__all__ = ["LPResult", "MdpLPResult", "solve_lp", "solve_mdp_lp", "repair_to_exponents", "SOLVERS", "MAX_EXPONENT"]
 
 SOLVERS = ("ipm", "simplex", "choose", "pdlp")
 
@@ -188,6 +188,94 @@ class MdpLPResult:
         return self.lp.success
 
 
+def _group_exponents(n: int, gi: np.ndarray, gj: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dense ``n x n`` matrix of the smallest exponent between groups (``inf``: unconstrained)."""
+    out = np.full((n, n), np.inf)
+    between = gi != gj
+    np.minimum.at(out, (gi[between], gj[between]), b[between])
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
+#: Log-ratio excess treated as floating-point rounding by :func:`repair_to_exponents`.
+_ROUNDING = 1e-12
+
+
+def _min_plus(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False) -> np.ndarray:
+    """``min_j (exponent[i, j] + log_z[j, y])`` for every ``(i, y)`` (``j != i`` if ``exclude_self``)."""
+    k, m = log_z.shape
+    out = np.empty_like(log_z)
+    step = max(1, 4_000_000 // max(k * m, 1))
+    for s in range(0, k, step):
+        block = exponent[s : s + step].copy()
+        if exclude_self:
+            rows = np.arange(block.shape[0])
+            block[rows, rows + s] = np.inf
+        with np.errstate(invalid="ignore"):
+            out[s : s + step] = np.fmin.reduce(block[:, :, None] + log_z[None, :, :], axis=1)
+    return out
+
+
+def repair_to_exponents(z: np.ndarray, exponent: np.ndarray, *, max_passes: int = 10) -> tuple[np.ndarray, dict]:
+    """Make a nearly feasible solution satisfy ``z[i, y] <= exp(exponent[i, j]) z[j, y]`` exactly.
+
+    HiGHS accepts constraint violations up to its absolute feasibility tolerance (1e-7): on entries
+    near a floor of 1e-6 that is a relative error of several percent, i.e. a real mDP violation.
+    The exponents are first closed under shortest paths (``E*``, so chained constraints are
+    consistent: ``E* <= E``); then (1) the min-plus closure ``Z' = min_j exp(E*[i, j]) Z[j]`` is the
+    largest matrix below ``Z`` meeting every constraint exactly, (2) each row's deficit is given back
+    on entries with headroom (raising an entry only loosens other rows' constraints), and (3) a row
+    without headroom is renormalised and the steps repeat. The utility changes by about the solver
+    tolerance; ``info`` reports the excess before, the largest deficit and the passes.
+    """
+    from scipy.sparse.csgraph import shortest_path
+
+    n = exponent.shape[0]
+    if n <= 1:
+        return z, {"max_log_excess_before": 0.0, "passes": 0}
+    finite = np.isfinite(exponent) & ~np.eye(n, dtype=bool)
+    graph = sp.csr_matrix((np.maximum(exponent[finite], 1e-300), np.nonzero(finite)), shape=(n, n))
+    closed_e = shortest_path(graph, method="D", directed=True)
+    np.fill_diagonal(closed_e, 0.0)
+    z = np.clip(np.asarray(z, dtype=float), 0.0, None)
+    z = z / z.sum(axis=1, keepdims=True)
+    before = None
+    max_deficit = 0.0
+    renormalised = 0
+    passes = 0
+    for passes in range(1, max_passes + 1):  # noqa: B007 (reported)
+        with np.errstate(divide="ignore"):
+            log_z = np.log(z)
+        closed = _min_plus(log_z, closed_e)
+        with np.errstate(invalid="ignore"):
+            gap = np.nan_to_num(log_z - closed, nan=0.0, posinf=np.inf)
+        excess = float(gap.max()) if gap.size else 0.0
+        if before is None:
+            before = excess
+        if excess <= _ROUNDING:
+            break
+        zc = np.exp(closed)
+        deficit = 1.0 - zc.sum(axis=1)
+        max_deficit = max(max_deficit, float(np.abs(deficit).max()))
+        upper = np.exp(_min_plus(closed, closed_e, exclude_self=True))
+        head = np.clip(upper - zc, 0.0, None)
+        room = head.sum(axis=1)
+        ok = (room >= deficit) & (deficit > 0)
+        z = zc.copy()
+        z[ok] += head[ok] * (deficit[ok] / room[ok])[:, None]
+        short = ~ok & (np.abs(deficit) > _ROUNDING)
+        renormalised += int(short.sum())
+        z[short] /= zc[short].sum(axis=1, keepdims=True)
+        if not short.any():
+            break
+    return z, {
+        "max_log_excess_before": float(before or 0.0),
+        "max_deficit": max_deficit,
+        "passes": passes,
+        "rows_renormalised": renormalised,
+    }
+
+
 def _contract_identical(n_rows: int, pi: np.ndarray, pj: np.ndarray, b: np.ndarray) -> tuple[int, np.ndarray]:
     """Group rows joined by pairs with ``B <= 0`` in both directions (they must be identical)."""
     zero = b <= 0.0
@@ -251,6 +339,7 @@ def solve_mdp_lp(
     pi, pj, b = pi[keep], pj[keep], b[keep]
     n_given = int(pi.size)
     n_capped = int((b > MAX_EXPONENT).sum())
+    all_pi, all_pj, all_b = pi, pj, b  # every given pair, for the exact repair of the solution
 
     n_implied = 0
     if reduce and eta > 0:
@@ -306,9 +395,12 @@ def solve_mdp_lp(
     )
     z = None
     objective = float("nan")
+    repair_info: dict = {}
     if res.success and res.x is not None:
         zg = np.clip(res.x.reshape(n_groups, m), 0.0, None)
         zg /= zg.sum(axis=1, keepdims=True)
+        exp_g = _group_exponents(n_groups, labels[all_pi], labels[all_pj], np.minimum(all_b, MAX_EXPONENT))
+        zg, repair_info = repair_to_exponents(zg, exp_g)
         z = zg[labels]
         objective = float((cost * z).sum())
     return MdpLPResult(
@@ -321,5 +413,5 @@ def solve_mdp_lp(
         n_groups=n_groups,
         eta=float(eta),
         build_time_s=build,
-        extra={"n_pairs_capped": n_capped if not (reduce and eta > 0) else 0},
+        extra={"n_pairs_capped": n_capped if not (reduce and eta > 0) else 0, "repair": repair_info},
     )

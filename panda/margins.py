@@ -83,7 +83,8 @@ class _NearTable:
     """Flattened near lists (positions, v) of a set of records, for vectorised candidate building."""
 
     def __init__(self, model: SelectionModel, records: np.ndarray):
-        self.index = {int(r): i for i, r in enumerate(records)}
+        self.records = np.unique(np.asarray(records, dtype=np.int64))
+        records = self.records
         pos, vals, starts, lens = [], [], [], []
         offset = 0
         for r in records:
@@ -99,7 +100,14 @@ class _NearTable:
         self.len = np.asarray(lens, dtype=np.int64)
 
     def rows(self, records: np.ndarray) -> np.ndarray:
-        return np.fromiter((self.index[int(r)] for r in records), dtype=np.int64, count=len(records))
+        return np.searchsorted(self.records, records)
+
+
+def _lexsort2(value: np.ndarray, seg: np.ndarray, tie: np.ndarray | None = None) -> np.ndarray:
+    """Order by ``(seg, value, tie)``: stable argsorts, least significant key first (faster than lexsort)."""
+    order = np.arange(value.size) if tie is None else np.argsort(tie, kind="stable")
+    order = order[np.argsort(value[order], kind="stable")]
+    return order[np.argsort(seg[order], kind="stable")]
 
 
 def _energy(model: SelectionModel, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -121,6 +129,7 @@ def margin_for_records(
     target: np.ndarray,
     *,
     fallback: str = "infinite",
+    table: _NearTable | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``xi_{p,q}(target)`` for record pairs (vectorised Algorithms 1-2).
 
@@ -135,8 +144,8 @@ def margin_for_records(
     k = model.instance.n_records
     keys, inverse = np.unique(lo * k + hi, return_inverse=True)
     up, uq = keys // k, keys % k
-    records = np.unique(np.concatenate([up, uq]))
-    table = _NearTable(model, records)
+    if table is None:
+        table = _NearTable(model, np.unique(np.concatenate([up, uq])))
     rp, rq = table.rows(up), table.rows(uq)
     counts = table.len[rp] * table.len[rq]
     n_u = keys.size
@@ -155,25 +164,31 @@ def margin_for_records(
     e_cand = _energy(model, ckeys // k, ckeys % k)[cinv]
     e_pair = _energy(model, up, uq)
     delta = e_cand - e_pair[seg]
-    # Sort candidates inside each segment, cumulate the success probability.
-    order = np.lexsort((delta, seg))
-    delta, weight = delta[order], weight[order]
+    # Sort candidates inside each segment (segments are contiguous blocks; singletons need no sort).
+    multi = np.flatnonzero(counts[seg] > 1)
+    if multi.size:
+        o = _lexsort2(delta[multi], seg[multi])
+        delta[multi], weight[multi] = delta[multi[o]], weight[multi[o]]
     cum = np.cumsum(weight)
     seg_base = np.concatenate([[0.0], cum])[seg_start]
     cum_in = cum - seg_base[seg]
     seg_total = np.where(counts > 0, np.concatenate([[0.0], cum])[seg_start + counts] - seg_base, 0.0)
-    # For each query (pair, target): number of candidates of its segment with cum < target.
+    # For each query (pair, target): the first candidate of its segment with cum >= target, by a
+    # vectorised bisection over the (sorted) cumulative sums of its segment.
     qseg = inverse
     n_q = qseg.size
-    all_seg = np.concatenate([seg, qseg])
-    all_val = np.concatenate([cum_in, target])
-    all_typ = np.concatenate([np.ones(total, dtype=np.int8), np.zeros(n_q, dtype=np.int8)])
-    merged = np.lexsort((all_typ, all_val, all_seg))  # queries before candidates on ties: count cum < t
-    is_q = all_typ[merged] == 0
-    cand_before = np.cumsum(~is_q) - (~is_q)  # candidates strictly before each merged position
-    q_ids = merged[is_q] - total
-    n_below = np.empty(n_q, dtype=np.int64)
-    n_below[q_ids] = cand_before[is_q] - seg_start[qseg[q_ids]]
+    lo_i = seg_start[qseg].copy()
+    hi_i = lo_i + counts[qseg]
+    for _ in range(int(np.ceil(np.log2(counts.max() + 1))) + 1 if counts.size else 0):
+        active = lo_i < hi_i
+        if not active.any():
+            break
+        mid = (lo_i + hi_i) // 2
+        below = np.zeros(n_q, dtype=bool)
+        below[active] = cum_in[np.minimum(mid[active], total - 1)] < target[active]
+        lo_i = np.where(active & below, mid + 1, lo_i)
+        hi_i = np.where(active & ~below, mid, hi_i)
+    n_below = lo_i - seg_start[qseg]
     reached = (n_below < counts[qseg]) & (target <= seg_total[qseg] + 1e-15) & (target <= 1.0)
     xi = np.full(n_q, np.inf)
     idx = seg_start[qseg] + np.minimum(n_below, np.maximum(counts[qseg] - 1, 0))
@@ -216,13 +231,24 @@ def safety_margins(model: SelectionModel, x: np.ndarray, x2: np.ndarray) -> Marg
     else:
         todo = np.arange(n_pairs)
     g = nb.shape[1]
+    table = _NearTable(model, np.unique(nb))
+    if cfg.margin_fallback == "infinite" and todo.size:
+        # h never exceeds (sum_s v[p, s]) (sum_s' v[q, s']): if the neighbourhoods' smallest masses
+        # cannot reach the target, some (p, q) is unreachable and xi_hat is infinite. No search needed.
+        mass = np.zeros(table.records.size)
+        np.add.at(mass, np.repeat(np.arange(table.records.size), table.len), table.v)
+        min_mass = mass[table.rows(nb.ravel())].reshape(nb.shape).min(axis=1)
+        hopeless = min_mass[ia[todo]] * min_mass[ib[todo]] < target[todo]
+        xi_hat[todo[hopeless]] = np.inf
+        unreachable[todo[hopeless]] = True
+        todo = todo[~hopeless]
     step = max(1, 400_000 // (g * g))
     for start in range(0, todo.size, step):
         chunk = todo[start : start + step]
         pp = np.repeat(nb[ia[chunk]], g, axis=1).ravel()
         qq = np.tile(nb[ib[chunk]], (1, g)).ravel()
         tt = np.repeat(np.minimum(target[chunk], 1.0), g * g)
-        xi, reached = margin_for_records(model, pp, qq, tt, fallback=cfg.margin_fallback)
+        xi, reached = margin_for_records(model, pp, qq, tt, fallback=cfg.margin_fallback, table=table)
         xi = xi.reshape(chunk.size, g * g)
         ok = reached.reshape(chunk.size, g * g).all(axis=1)
         xi_hat[chunk] = xi.max(axis=1)
