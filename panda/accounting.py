@@ -16,6 +16,7 @@ closed-form sums of ``ln(1 - w)``, which is how :func:`phase1_cost_sparse` stays
 from __future__ import annotations
 
 import numpy as np
+
 from panda.anchors import SelectionModel
 
 __all__ = ["phase1_cost", "phase1_cost_sparse", "log_likelihood_sums"]
@@ -71,7 +72,9 @@ def phase1_cost(w: np.ndarray, d_km: np.ndarray, pairs: np.ndarray) -> np.ndarra
     return out
 
 
-def phase1_cost_sparse(model: SelectionModel, a: np.ndarray, b: np.ndarray, d_km: np.ndarray | None = None) -> np.ndarray:
+def phase1_cost_sparse(
+    model: SelectionModel, a: np.ndarray, b: np.ndarray, d_km: np.ndarray | None = None
+) -> np.ndarray:
     """Exact eps_bar (1/km) for pairs ``(a[i], b[i])`` of positions in X, from the near structure.
 
     Equal to :func:`phase1_cost` on the dense ``w`` (tested), at ``O(|near(a)| + |near(b)|)`` per pair.

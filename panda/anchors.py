@@ -47,7 +47,7 @@ def decay_function(d_km: np.ndarray, config: PandaConfig) -> np.ndarray:
 
 
 def far_value(config: PandaConfig, gamma_km: float) -> float:
-    """The selection probability of every record at distance >= gamma."""
+    """Return the selection probability of every record at distance >= gamma."""
     if config.far_rule == "h_gamma":
         return float(decay_function(np.array(gamma_km), config))
     if config.far_rule == "floor":
@@ -62,7 +62,7 @@ def far_value(config: PandaConfig, gamma_km: float) -> float:
 
 
 def resolve_gamma_km(config: PandaConfig, instance: Instance) -> float:
-    """gamma in km: the configured value, or d_max divided by the configured (or artifact) divisor."""
+    """Gamma in km: the configured value, or d_max divided by the configured (or artifact) divisor."""
     if config.gamma_km is not None:
         return float(config.gamma_km)
     div = config.gamma_divisor
@@ -72,7 +72,7 @@ def resolve_gamma_km(config: PandaConfig, instance: Instance) -> float:
 
 
 def selection_probabilities(d_km: np.ndarray, config: PandaConfig, *, gamma_km: float) -> np.ndarray:
-    """Selection probabilities ``w`` (eq. 15) for distances ``d_km`` (any shape).
+    """Return the selection probabilities ``w`` (eq. 15) for distances ``d_km`` (any shape).
 
     ``w = h(d)`` for ``d < gamma`` and :func:`far_value` beyond. Every value lies in (0, 1).
     """
@@ -182,7 +182,9 @@ def _pairs_within(instance: Instance, radius_km: float) -> tuple[np.ndarray, np.
     return rows[keep], cols[keep], dist[keep]
 
 
-def sample_anchor_sets(model: SelectionModel, user_records: np.ndarray, *, rng: np.random.Generator) -> list[np.ndarray]:
+def sample_anchor_sets(
+    model: SelectionModel, user_records: np.ndarray, *, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Each user's anchor set: an independent Bernoulli(w) draw per record of X (eq. 11).
 
     Returns one sorted array of positions in X per user (possibly empty).

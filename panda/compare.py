@@ -33,10 +33,14 @@ COLUMNS = (
 )
 
 
-def _build(method: str, instance: Instance, config: PandaConfig, seed: int | None, time_limit_s: float) -> MechanismResult:
+def _build(
+    method: str, instance: Instance, config: PandaConfig, seed: int | None, time_limit_s: float
+) -> MechanismResult:
     eps = config.epsilon_per_km
     if method in PANDA_METHODS:
-        return build_panda(instance, eps, config=config, decay=PANDA_METHODS[method], seed=seed, time_limit_s=time_limit_s)
+        return build_panda(
+            instance, eps, config=config, decay=PANDA_METHODS[method], seed=seed, time_limit_s=time_limit_s
+        )
     builder = BASELINES[method]
     kwargs: dict = {}
     import inspect

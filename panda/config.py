@@ -39,7 +39,7 @@ _ARTIFACT_DIV = {
 
 
 def artifact_gamma_divisor(n_records: int, decay: str) -> float:
-    """The published experiments' divisor div(K) (gamma = d_max / div), for the nearest tabulated K."""
+    """Return the published experiments' divisor div(K) (gamma = d_max / div), for the nearest tabulated K."""
     k = min(_ARTIFACT_DIV, key=lambda key: (abs(key - n_records), key))
     exp_div, other_div = _ARTIFACT_DIV[k]
     return float(exp_div if decay == "exponential" else other_div)
@@ -166,7 +166,8 @@ class PandaConfig:
             raise _bad("far_floor", f"a float in (0, alpha={alpha})", self.far_floor)
         if isinstance(self.neighbourhood_size, bool) or not isinstance(self.neighbourhood_size, int):
             raise TypeError(
-                f"The 'neighbourhood_size' parameter of PandaConfig must be an int >= 1. Got {self.neighbourhood_size!r} instead."
+                "The 'neighbourhood_size' parameter of PandaConfig must be an int >= 1. "
+                f"Got {self.neighbourhood_size!r} instead."
             )
         if self.neighbourhood_size < 1:
             raise _bad("neighbourhood_size", "an int >= 1", self.neighbourhood_size)
@@ -195,7 +196,7 @@ class PandaConfig:
 
 
 def preset(name: str, **overrides: object) -> PandaConfig:
-    """A named configuration, optionally with some fields overridden.
+    """Return a named configuration, optionally with some fields overridden.
 
     Parameters
     ----------

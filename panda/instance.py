@@ -88,7 +88,9 @@ class Instance:
         """``(K,)`` latitudes of the records, degrees."""
         return self.network.lat[self.records]
 
-    def distances_km(self, rows: np.ndarray | slice | None = None, cols: np.ndarray | slice | None = None) -> np.ndarray:
+    def distances_km(
+        self, rows: np.ndarray | slice | None = None, cols: np.ndarray | slice | None = None
+    ) -> np.ndarray:
         """Privacy distances in km between records ``rows`` and ``cols`` (positions in X).
 
         Computed on demand (haversine) or read from the road-distance matrix, so a caller that
@@ -225,7 +227,10 @@ def make_instance(
         raise ValueError(msg)
     n = _check_int(n_users, "n_users", 1)
     if n > k:
-        msg = f"The 'n_users' parameter of make_instance must be at most n_records ({k}): users have distinct records. Got {n} instead."
+        msg = (
+            f"The 'n_users' parameter of make_instance must be at most n_records ({k}): users have distinct "
+            f"records. Got {n} instead."
+        )
         raise ValueError(msg)
     t = _check_int(n_tasks, "n_tasks", 1, k)
     if prior not in PRIORS:

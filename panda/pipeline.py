@@ -143,7 +143,9 @@ def _budget_split(eps: float, d: np.ndarray, eps_bar: np.ndarray, xi: np.ndarray
     return out
 
 
-def run_panda(instance: Instance, config: PandaConfig | None = None, *, seed: int | None = 0, progress=None) -> PandaResult:
+def run_panda(
+    instance: Instance, config: PandaConfig | None = None, *, seed: int | None = 0, progress=None
+) -> PandaResult:
     """Run PAnDA on an instance: anchors, exact accounting, margins, AnPO LP, Phase II, measurements.
 
     Parameters
@@ -319,7 +321,7 @@ def run_panda(instance: Instance, config: PandaConfig | None = None, *, seed: in
 
 
 def result_to_jsonable(result: PandaResult) -> dict:
-    """The summary plus per-user data, JSON-ready."""
+    """Return the summary plus per-user data, JSON-ready."""
     out = result.summary()
     out["users"] = {
         "records": result.user_records.tolist(),
@@ -328,6 +330,3 @@ def result_to_jsonable(result: PandaResult) -> dict:
         "anchor_set_sizes": [int(s.size) for s in result.anchor_sets],
     }
     return out
-
-
-

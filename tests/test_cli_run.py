@@ -11,8 +11,23 @@ from panda.cli import main, build_parser, cmd_run
 def test_run_writes_summary_and_json(tmp_path):
     path = tmp_path / "out.json"
     args = build_parser().parse_args(
-        ["run", "--city", "kotka", "--records", "60", "--users", "8", "--outputs", "20", "--preset", "artifact",
-         "--seed", "1", "--json", str(path)]
+        [
+            "run",
+            "--city",
+            "kotka",
+            "--records",
+            "60",
+            "--users",
+            "8",
+            "--outputs",
+            "20",
+            "--preset",
+            "artifact",
+            "--seed",
+            "1",
+            "--json",
+            str(path),
+        ]
     )
     buf = io.StringIO()
     assert cmd_run(args, out=buf) == 0

@@ -204,7 +204,9 @@ def test_unreachable_target_is_reported_not_capped(small):
     xi, reached = margin_for_records(model, np.array([1]), np.array([2]), np.array([1 - 1e-7]))
     assert not reached[0] and np.isinf(xi[0])
     fb = SelectionModel.build(small, cfg.replace(margin_fallback="second_largest"))
-    xi2, reached2 = margin_for_records(fb, np.array([1]), np.array([2]), np.array([1 - 1e-7]), fallback="second_largest")
+    xi2, reached2 = margin_for_records(
+        fb, np.array([1]), np.array([2]), np.array([1 - 1e-7]), fallback="second_largest"
+    )
     assert not reached2[0] and np.isfinite(xi2[0])
 
 
@@ -311,8 +313,17 @@ def test_run_panda_end_to_end_and_reproducible(small):
 
 
 def test_run_panda_with_a_reachable_target_gives_finite_margins(small):
-    cfg = preset("paper", delta=0.5, alpha=0.9, lambda_per_km=1.0, gamma_km=0.8, far_rule="floor", far_floor=0.01,
-                 neighbourhood_size=3, bayes_adjustment=False)
+    cfg = preset(
+        "paper",
+        delta=0.5,
+        alpha=0.9,
+        lambda_per_km=1.0,
+        gamma_km=0.8,
+        far_rule="floor",
+        far_floor=0.01,
+        neighbourhood_size=3,
+        bayes_adjustment=False,
+    )
     r = panda.run_panda(small, cfg, seed=1)
     assert np.isfinite(r.pair_xi).any()
     assert r.budget_split["n_finite"] == int(np.isfinite(r.pair_xi).sum())

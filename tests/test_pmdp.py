@@ -18,8 +18,18 @@ from panda.pmdp import audit_panda, union_surrogate_probabilities
 def run(kotka):
     inst = panda.make_instance(kotka, n_records=60, n_outputs=20, n_users=8, seed=5)
     # A setting with a reachable target and some finite margins, so the audit has both outcomes.
-    cfg = panda.preset("paper", delta=0.3, alpha=0.8, lambda_per_km=1.5, gamma_km=0.6, far_rule="floor",
-                       far_floor=0.02, neighbourhood_size=3, bayes_adjustment=False, epsilon_per_km=8.0)
+    cfg = panda.preset(
+        "paper",
+        delta=0.3,
+        alpha=0.8,
+        lambda_per_km=1.5,
+        gamma_km=0.6,
+        far_rule="floor",
+        far_floor=0.02,
+        neighbourhood_size=3,
+        bayes_adjustment=False,
+        epsilon_per_km=8.0,
+    )
     return inst, panda.run_panda(inst, cfg, seed=2)
 
 

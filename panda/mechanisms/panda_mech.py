@@ -57,8 +57,9 @@ def build_panda(
     result = run_panda(instance, cfg, seed=seed)
     elapsed = time.perf_counter() - t0
     if result.z is None:
-        return MechanismResult(name, eps, None, f"unsolved: {result.lp_status}", elapsed, float("nan"),
-                               {"panda": result})
+        return MechanismResult(
+            name, eps, None, f"unsolved: {result.lp_status}", elapsed, float("nan"), {"panda": result}
+        )
     matrix, mass = panda_mixture_matrix(instance, result)
     return MechanismResult(
         name=name,
