@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from panda.mechanisms.base import check_epsilon
+
 __all__ = ["MdpAudit", "WorstPair", "audit_mechanism", "adversary_error_m"]
 
 #: Elements of one ``chunk x K x M`` block of log-ratios (bounds the audit's memory, ~32 MB).
@@ -281,8 +283,6 @@ def audit_mechanism(
         the worst pairs.
     """
     p, d = _check_matrix(matrix, d_km)
-    from panda.mechanisms.base import check_epsilon
-
     eps = check_epsilon(epsilon_per_km, "audit_mechanism")
     if not (isinstance(rtol, (int, float)) and 0 <= rtol < 1):
         msg = f"The 'rtol' parameter of audit_mechanism must be a float in [0, 1). Got {rtol!r} instead."
@@ -295,7 +295,10 @@ def audit_mechanism(
     if sample_pairs is not None and (
         isinstance(sample_pairs, bool) or not isinstance(sample_pairs, (int, np.integer)) or sample_pairs < 1
     ):
-        msg = f"The 'sample_pairs' parameter of audit_mechanism must be an int >= 1 or None. Got {sample_pairs!r} instead."
+        msg = (
+            "The 'sample_pairs' parameter of audit_mechanism must be an int >= 1 or None. "
+            f"Got {sample_pairs!r} instead."
+        )
         raise ValueError(msg)
     tol = float(np.log1p(rtol))
     logp = _log_matrix(p)
@@ -333,8 +336,10 @@ def audit_mechanism(
             gen = np.random.default_rng(rng)
             n_s = min(int(sample_pairs), n_all)
             # Uniform unordered pairs without replacement: draw linear indices of the upper triangle.
-            flat = gen.choice(n_all, size=n_s, replace=False) if n_all <= 50_000_000 else np.unique(
-                gen.integers(0, n_all, size=n_s)
+            flat = (
+                gen.choice(n_all, size=n_s, replace=False)
+                if n_all <= 50_000_000
+                else np.unique(gen.integers(0, n_all, size=n_s))
             )
             si, sj = _triangle_index(flat, k)
             n_sampled = int(si.size)
@@ -370,7 +375,7 @@ def _triangle_index(flat: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def adversary_error_m(matrix: np.ndarray, prior: np.ndarray, distance_m: np.ndarray) -> float:
-    """Expected inference error of the Bayes-optimal attacker, metres.
+    """Return the expected inference error of the Bayes-optimal attacker, metres.
 
     The attacker knows the prior ``p`` and the matrix ``P``. Seeing output ``y`` it guesses the
     record ``g`` minimising the posterior expected error ``sum_x p_x P[x, y] D[x, g]`` (the posterior

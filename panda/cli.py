@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_network_parser(subparsers)
     _add_run_parser(subparsers)
     _add_compare_parser(subparsers)
+    _add_experiment_parser(subparsers)
     return parser
 
 
@@ -358,6 +359,115 @@ def cmd_compare(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
                       default=_json_default)
         print(f"  table written to {args.json_out}", file=out)
     return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------
+# experiment
+# ---------------------------------------------------------------------------------------------
+
+
+def _csv_list(kind: type, name: str):
+    """Argparse type: a comma-separated list of ``kind``."""
+
+    def parse(text: str) -> list:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        try:
+            return [kind(t) for t in items]
+        except ValueError:
+            msg = f"{name} must be a comma-separated list of {kind.__name__} values, got {text!r}"
+            raise argparse.ArgumentTypeError(msg) from None
+
+    return parse
+
+
+def _add_experiment_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "experiment",
+        help="run a resumable, parallel sweep (networks x K x methods x presets x budgets x repetitions)",
+        description=(
+            "Run every method on shared instances, one per (network, K, repetition), and write rows.csv "
+            "(one row per network, K, preset, epsilon, delta, method, repetition; appended as each row "
+            "finishes), experiment.json (settings, seeds, versions, hash), tables.md (paper's Tables 2 and 4 "
+            "shape) and figures/. Rerunning into the same --out folder resumes. Options override --config."
+        ),
+        epilog=(
+            "Examples: python -m panda experiment --networks kotka --K 40,60 --methods em,em-br,panda-e "
+            "--repeats 2 --outputs 20 --users 10 --out results/smoke; "
+            "python -m panda experiment --config experiments/reproduction.toml"
+        ),
+    )
+    p.add_argument("--config", metavar="TOML", help="experiment file ([experiment] and [run] tables)")
+    p.add_argument("--networks", type=_csv_list(str, "--networks"), help="comma-separated networks (default kotka)")
+    p.add_argument("--K", dest="k_values", type=_csv_list(int, "--K"), help="comma-separated domain sizes K")
+    p.add_argument("--methods", type=_csv_list(str, "--methods"), help="comma-separated method names")
+    p.add_argument("--preset", dest="presets", type=_csv_list(str, "--preset"), help="comma-separated presets")
+    p.add_argument("--epsilon", dest="epsilons_per_km", type=_csv_list(float, "--epsilon"), help="budgets, 1/km")
+    p.add_argument("--delta", dest="deltas", type=_csv_list(float, "--delta"), help="PmDP deltas")
+    p.add_argument("--users", dest="n_users", type=int, help="N users per instance (default 50)")
+    p.add_argument("--outputs", dest="n_outputs", type=int, help="|Y| outputs per instance (default 100)")
+    p.add_argument("--tasks", dest="n_tasks", type=int, help="tasks in the utility cost (default 1)")
+    p.add_argument("--repeats", type=int, help="repetitions (instances) per network and K (default 1)")
+    p.add_argument("--seed", type=int, help="base seed (default 0)")
+    p.add_argument("--time-limit", dest="time_limit_s", type=float, help="per-method limit, s (default 1800)")
+    p.add_argument("--out", help="output folder (default results/experiment)")
+    p.add_argument(
+        "--executor",
+        help="local (process pool, default), serial, or a dask scheduler address tcp://host:8786 / dask://host:8786",
+    )
+    p.add_argument("--workers", type=int, help="processes of the local executor (default: CPU count)")
+    p.add_argument("--no-isolate", action="store_true", help="run methods in the unit's process (no hard limit)")
+    p.add_argument("--tables-only", action="store_true", help="only rewrite tables.md and figures/ from rows.csv")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_experiment)
+
+
+def cmd_experiment(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Handle ``panda experiment``."""
+    from panda import experiments as ex
+
+    out = sys.stdout if out is None else out
+    data: dict = {}
+    run: dict = {}
+    if args.config:
+        spec0, run = ex.load_spec(args.config)
+        data = spec0.to_dict()
+    else:
+        data = {"networks": ["kotka"], "k_values": [100, 200], "methods": ["em", "em-br", "lp-ca", "panda-e"]}
+    for name in (
+        "networks", "k_values", "methods", "presets", "epsilons_per_km", "deltas", "n_users", "n_outputs", "n_tasks",
+        "repeats", "seed", "time_limit_s",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            data[name] = value
+    if args.no_isolate:
+        data["isolate"] = False
+    spec = ex.ExperimentSpec.from_mapping(data)
+    folder = args.out or run.get("out") or "results/experiment"
+    if args.tables_only:
+        rows = ex.read_rows(folder)
+        ex.write_tables(rows, f"{folder}/tables.md", spec=spec)
+        files = ex.write_figures(rows, f"{folder}/figures")
+        print(f"{len(rows)} rows: wrote {folder}/tables.md and {len(files)} figure file(s)", file=out)
+        return EXIT_OK
+    outcome = ex.run_experiment(
+        spec,
+        folder,
+        executor=args.executor or run.get("executor", "local"),
+        workers=args.workers or run.get("workers"),
+        progress=None if args.quiet else sys.stderr,
+    )
+    print(
+        f"{outcome.n_rows_written} rows written, {outcome.n_rows_skipped} already present, "
+        f"{len(outcome.failed_units)} failed instance(s), {outcome.wall_time_s:.1f} s: {outcome.out_dir}/rows.csv, "
+        f"tables.md, experiment.json",
+        file=out,
+    )
+    for label, error in outcome.failed_units:
+        print(f"  failed: {label}: {error}", file=out)
+    if outcome.interrupted:
+        return 130
+    return EXIT_FAILURE if outcome.failed_units else EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------

@@ -104,6 +104,7 @@ def _pair_probabilities(
     cfg = result.config
     union = result.anchor_union
     z = result.z
+    assert z is not None  # checked by audit_panda
     lr = pair_log_ratio(z[:, None, :], z[None, :, :])  # (|A|, |A|)
     d = model.instance.distances_km_pairs(xa, xb)
     eb = phase1_cost_sparse(model, xa, xb, d)

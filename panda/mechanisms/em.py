@@ -71,7 +71,7 @@ def bayesian_remap(matrix: np.ndarray, prior: np.ndarray, cost: np.ndarray) -> t
 
 
 def build_em(instance: Instance, epsilon_per_km: float) -> MechanismResult:
-    """The exponential mechanism over the instance's outputs, eps-mDP under the instance's metric.
+    """Build the exponential mechanism over the instance's outputs, eps-mDP under the instance's metric.
 
     Parameters
     ----------

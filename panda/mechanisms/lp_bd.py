@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from panda.instance import Instance
+from panda.lp import SOLVERS
 from panda.mechanisms._common import (
     check_positive,
     finish,
@@ -180,8 +181,9 @@ def build_lp_bd(
     max_iterations: int = 1000,
     time_limit_s: float = 1800.0,
     rng: np.random.Generator | int | None = 0,
+    master_solver: str = "ipm",
 ) -> MechanismResult:
-    """The optimal eps-mDP LP over all of X, solved by Benders decomposition to a stated gap.
+    """Solve the optimal eps-mDP LP over all of X by Benders decomposition, to a stated gap.
 
     Parameters
     ----------
@@ -202,6 +204,9 @@ def build_lp_bd(
         matrix ``None`` (the best mechanism found, if any, is in ``details["incumbent_matrix"]``).
     rng
         Random generator or seed of the k-means start.
+    master_solver
+        HiGHS solver of the first master solve (``"ipm"`` pays off when most records are boundary
+        records and the master is nearly the full LP); later solves are warm-started dual simplex.
 
     Returns
     -------
@@ -215,6 +220,9 @@ def build_lp_bd(
         msg = f"The 'gap' parameter of build_lp_bd must be a float in [0, 1). Got {gap!r} instead."
         raise ValueError(msg)
     max_it = int(check_positive(max_iterations, "max_iterations", "build_lp_bd", integer=True))
+    if master_solver not in SOLVERS:
+        msg = f"The 'master_solver' parameter of build_lp_bd must be one of {SOLVERS}. Got {master_solver!r} instead."
+        raise ValueError(msg)
     check_positive(time_limit_s, "time_limit_s", "build_lp_bd")
     k_total, m = instance.n_records, instance.n_outputs
     if n_clusters is None:
@@ -262,7 +270,7 @@ def build_lp_bd(
         np.concatenate([np.ones(n_b), np.zeros(n_mrows - n_b)]),
         np.concatenate([np.full(n_b * m, eta), np.zeros(n_theta)]),
         np.concatenate([np.ones(n_b * m), np.full(n_theta, np.inf)]),
-        solver="simplex",
+        solver=master_solver,
     )
     subs = [_build_sub(c, pi, pj, b, weighted, master_row_of, eta) for c in clusters]
 
@@ -275,7 +283,7 @@ def build_lp_bd(
         "n_boundary": int(n_b),
         "n_interior": int(k_total - n_b),
         "n_crossing_pairs": int(crossing.sum()),
-        "solver": "simplex (warm-started)",
+        "solver": f"master: {master_solver}, then warm-started simplex; subproblems: warm-started simplex",
     }
     lb, ub = -np.inf, np.inf
     best: np.ndarray | None = None
@@ -291,6 +299,8 @@ def build_lp_bd(
             status = f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
             break
         iteration += 1
+        if iteration == 2:
+            master.setOptionValue("solver", "simplex")  # warm starts from the first solve's basis
         mstat, ok = highs_run(master, left())
         if not ok:
             status = (
@@ -351,7 +361,7 @@ def build_lp_bd(
         if np.isfinite(ub) and ub - lb <= gap * max(ub, 1e-12):
             status = "solved"
             break
-    reached = (ub - lb) / ub if np.isfinite(ub) and ub > 0 else (0.0 if ub == 0 else float("inf"))
+    reached = max(0.0, (ub - lb) / ub) if np.isfinite(ub) and ub > 0 else (0.0 if ub == 0 else float("inf"))
     details.update(
         iterations=iteration,
         lower_bound_m=float(lb),

@@ -117,7 +117,9 @@ def build_lp_ca(
         "objective_m": res.objective,
         "guarantee": "eps-mDP between representatives only; records are audited separately",
     }
-    if not res.success:
-        return finish("lp-ca", eps, instance, None, unsolved_status(res.lp.status, time.perf_counter() - t0), t0, details)
+    if not res.success or res.z is None:
+        return finish(
+            "lp-ca", eps, instance, None, unsolved_status(res.lp.status, time.perf_counter() - t0), t0, details
+        )
     z, details["repair"] = repair_mdp(res.z, d_reps, eps * scale)
     return finish("lp-ca", eps, instance, z[row_of], "solved", t0, details)

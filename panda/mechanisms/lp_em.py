@@ -151,7 +151,7 @@ def build_lp_em(
     vals += [np.ones(n_pairs), -np.exp(np.minimum(pair_exp, np.log(_HUGE))).ravel()]
     n_rows += n_pairs
     # 3. Boxes against the tail (only outputs with a tail).
-    boxed = np.flatnonzero(has_tail[zc_y])
+    boxed = np.flatnonzero(np.asarray(has_tail)[zc_y])
     nb = boxed.size
     up = n_rows + np.arange(nb)  # z - hi * mu <= 0
     lo = n_rows + nb + np.arange(nb)  # lo * mu - z <= 0
@@ -159,9 +159,7 @@ def build_lp_em(
     cols += [boxed, col_mu[zc_y[boxed]], col_mu[zc_y[boxed]], boxed]
     vals += [np.ones(nb), -hi_coef[boxed], lo_coef[boxed], -np.ones(nb)]
     n_rows += 2 * nb
-    a = sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_z + m)
-    )
+    a = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_z + m))
     row_lo = np.concatenate([rhs_rows, np.full(n_rows - k, -np.inf)])
     row_hi = np.concatenate([rhs_rows, np.zeros(n_rows - k)])
     cost = np.concatenate([weighted[zc_row, zc_y], (weighted * coef_tail).sum(axis=0)])

@@ -46,7 +46,9 @@ def check_eta(eta: object, m: int, where: str) -> float:
     return float(eta)
 
 
-def greedy_spanner(d_km: np.ndarray, dilation: float, *, max_length_km: float = np.inf) -> tuple[np.ndarray, np.ndarray]:
+def greedy_spanner(
+    d_km: np.ndarray, dilation: float, *, max_length_km: float = np.inf
+) -> tuple[np.ndarray, np.ndarray]:
     """Greedy ``t``-spanner of the pairs closer than ``max_length_km``.
 
     Pairs are scanned by increasing distance; a pair becomes an edge when the spanner's current
@@ -169,7 +171,7 @@ def build_lp(
     time_limit_s: float = 1800.0,
     solver: str = "ipm",
 ) -> MechanismResult:
-    """The optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014), solved with HiGHS.
+    """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014) with HiGHS.
 
     Parameters
     ----------
@@ -216,7 +218,7 @@ def build_lp(
         "solver": solver,
         "objective_m": res.objective,
     }
-    if not res.success:
+    if not res.success or res.z is None:
         return finish("lp", eps, instance, None, unsolved_status(res.lp.status, time.perf_counter() - t0), t0, details)
     matrix, details["repair"] = repair_mdp(res.z, instance.d_km, eps)
     return finish("lp", eps, instance, matrix, "solved", t0, details)

@@ -1,0 +1,364 @@
+"""The baseline mechanisms on small real instances (Kotka), with real HiGHS solves and exact audits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from panda import make_instance
+from panda.audit import audit_mechanism
+from panda.mechanisms import (
+    BASELINES,
+    build_em,
+    build_em_br,
+    build_laplace,
+    build_lp,
+    build_lp_bd,
+    build_lp_ca,
+    build_lp_em,
+    expected_loss_m,
+    greedy_spanner,
+    mdp_pairs,
+    repair_mdp,
+)
+from panda.mechanisms.laplace import planar_laplace_noise_km
+
+EPS = 5.0  # 1/km, the paper's default
+
+
+def assert_solved(result):
+    """Like scipy's _assert_success: a failure shows the status and details."""
+    assert result.solved, f"{result.name}: {result.status} {result.details}"
+    p = result.matrix
+    assert p.shape[1] > 0 and np.isfinite(p).all() and (p >= 0).all()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert result.loss_m == pytest.approx(result.loss_m)  # not nan
+
+
+@pytest.fixture(scope="module")
+def small(kotka):
+    """30 records, 20 outputs: every pair constrained at eps = 5/km (Kotka is ~2 km across)."""
+    return make_instance(kotka, n_records=30, n_outputs=20, n_users=10, seed=3)
+
+
+@pytest.fixture(scope="module")
+def sparse(kotka):
+    """40 records, 15 outputs; at eps = 30/km the floor implies most pairs, so clusters have interiors."""
+    return make_instance(kotka, n_records=40, n_outputs=15, n_users=10, seed=1)
+
+
+@pytest.fixture(scope="module")
+def built(small):
+    """Every mechanism on the small instance at EPS, built once."""
+    return {
+        "em": build_em(small, EPS),
+        "em-br": build_em_br(small, EPS),
+        "laplace": build_laplace(small, EPS, n_samples=5_000, rng=1),
+        "lp": build_lp(small, EPS),
+        "lp-spanner": build_lp(small, EPS, spanner_dilation=1.5),
+        "lp-ca": build_lp_ca(small, EPS),
+        "lp-bd": build_lp_bd(small, EPS, n_clusters=3),
+        "lp-em": build_lp_em(small, EPS, n_candidates=8),
+    }
+
+
+@pytest.fixture(scope="module")
+def benders(sparse):
+    """LP and LP+BD on the sparse instance: Benders has real subproblems and both kinds of cut."""
+    eps = 30.0
+    return eps, build_lp(sparse, eps, solver="simplex"), build_lp_bd(sparse, eps, n_clusters=4, gap=1e-3, rng=0)
+
+
+def test_registry_names():
+    assert set(BASELINES) == {"em", "em-br", "laplace", "lp", "lp-ca", "lp-bd", "lp-em"}
+
+
+@pytest.mark.parametrize("name", ["em", "em-br", "laplace", "lp", "lp-spanner", "lp-ca", "lp-bd", "lp-em"])
+def test_every_matrix_is_row_stochastic(built, small, name):
+    result = built[name]
+    assert_solved(result)
+    assert result.matrix.shape == (small.n_records, small.n_outputs)
+    assert result.epsilon_per_km == EPS
+    assert result.loss_m == pytest.approx(expected_loss_m(small, result.matrix))
+    assert result.build_time_s >= 0
+
+
+@pytest.mark.parametrize("name", ["em", "em-br", "lp", "lp-spanner", "lp-bd", "lp-em"])
+def test_mdp_mechanisms_pass_the_exact_audit(built, small, name):
+    result = audit_mechanism(built[name].matrix, small.d_km, EPS)
+    assert result.passed, (name, result.worst[:3])
+    assert result.n_pairs_checked == small.n_records * (small.n_records - 1) // 2
+    assert result.epsilon_min_per_km <= EPS * (1 + 1e-9)
+
+
+def test_lp_is_optimal_among_mdp_mechanisms(built, small):
+    lp = built["lp"]
+    # The floor eta can cost at most eta * M * max cost against any other mechanism.
+    slack = lp.details["cost_bound_m"]
+    assert slack == pytest.approx(1e-6 * small.n_outputs * small.cost_m.max())
+    for name in ("em", "em-br", "lp-spanner", "lp-bd", "lp-em"):
+        assert lp.loss_m <= built[name].loss_m + slack + 1e-9, name
+    assert lp.loss_m == pytest.approx(lp.details["objective_m"], rel=1e-9)
+    assert lp.details["n_pairs"] + lp.details["n_pairs_implied"] == lp.details["n_pairs_total"]
+
+
+def test_lp_reports_its_reduction(small):
+    # At eps = 15/km pairs farther than ln(1e6)/15 = 0.92 km are implied by the floor.
+    result = build_lp(small, 15.0)
+    assert_solved(result)
+    info = result.details
+    assert info["n_pairs_implied"] > 0
+    expected_kept = int(((15.0 * small.d_km < np.log(1e6)) & ~np.eye(small.n_records, dtype=bool)).sum())
+    assert info["n_pairs"] == expected_kept
+    assert audit_mechanism(result.matrix, small.d_km, 15.0).passed
+
+
+def test_lp_without_floor_matches(small, built):
+    exact = build_lp(small, EPS, eta=0.0, solver="simplex")
+    assert_solved(exact)
+    assert exact.details["n_pairs"] == exact.details["n_pairs_total"]
+    assert exact.loss_m <= built["lp"].loss_m + 1e-6
+    assert built["lp"].loss_m - exact.loss_m <= built["lp"].details["cost_bound_m"] + 1e-9
+
+
+def test_spanner_uses_fewer_pairs_and_costs_utility(built):
+    span, full = built["lp-spanner"], built["lp"]
+    assert span.details["n_pairs"] < full.details["n_pairs"]
+    assert span.details["n_pairs"] == 2 * span.details["n_spanner_edges"]
+    assert span.loss_m >= full.loss_m - full.details["cost_bound_m"]
+
+
+def test_greedy_spanner_has_the_dilation(small):
+    d = small.d_km
+    t = 1.3
+    ei, ej = greedy_spanner(d, t)
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    graph = coo_matrix((d[ei, ej], (ei, ej)), shape=d.shape)
+    sp = shortest_path(graph, directed=False)
+    off = ~np.eye(d.shape[0], dtype=bool)
+    assert (sp[off] <= t * d[off] * (1 + 1e-12)).all()
+    assert ei.size < d.shape[0] * (d.shape[0] - 1) // 2
+
+
+def test_mdp_pairs_neighbour_radius_is_flagged(small):
+    pi, pj, b, info = mdp_pairs(small.d_km, EPS, eta=1e-6, neighbour_radius_km=0.3)
+    assert (small.d_km[pi, pj] < 0.3).all()
+    assert info["n_pairs_implied"] is None and info["n_pairs_dropped_by_radius"] > 0
+    np.testing.assert_allclose(b, EPS * small.d_km[pi, pj])
+
+
+def test_em_br_never_loses_utility_against_em(small, sparse):
+    for inst in (small, sparse):
+        for eps in (0.5, 2.0, 5.0, 20.0):
+            em, br = build_em(inst, eps), build_em_br(inst, eps)
+            assert br.loss_m <= em.loss_m + 1e-9
+            # Post-processing: the remapped matrix is EM followed by a deterministic map.
+            target = br.details["remap"]
+            remap = np.zeros((inst.n_outputs, inst.n_outputs))
+            remap[np.arange(inst.n_outputs), target] = 1.0
+            np.testing.assert_allclose(br.matrix, em.matrix @ remap, atol=1e-15)
+
+
+def test_em_matches_its_definition(small, built):
+    d = small.distances_km(None, small.outputs)
+    w = np.exp(-EPS * d / 2)
+    np.testing.assert_allclose(built["em"].matrix, w / w.sum(axis=1, keepdims=True), rtol=1e-12)
+
+
+def test_lp_ca_violations_are_found_where_they_exist(built, small):
+    result = built["lp-ca"]
+    p, d = result.matrix, small.d_km
+    audit = audit_mechanism(p, d, EPS)
+    # Brute force over pairs: which ones break eps-mDP by more than the audit's tolerance?
+    log_p = np.log(p)
+    ratio = np.abs(log_p[:, None, :] - log_p[None, :, :]).max(axis=2)
+    iu = np.triu_indices(small.n_records, 1)
+    violated = ratio[iu] > EPS * d[iu] + np.log1p(1e-9)
+    assert audit.n_violations == int(violated.sum()) > 0
+    worst = audit.worst[0]
+    assert worst.violated
+    assert worst.log_ratio == pytest.approx(ratio[worst.i, worst.j])
+    # Records of one cell share a row: they never violate against each other.
+    cell = result.details["cell_of_record"]
+    same = cell[iu[0]] == cell[iu[1]]
+    assert not violated[same].any()
+    # Between representatives the LP's guarantee holds.
+    reps = result.details["representatives"]
+    assert audit_mechanism(p[reps], d[np.ix_(reps, reps)], EPS).passed
+
+
+def test_lp_ca_artifact_settings(small):
+    result = build_lp_ca(small, EPS, grid=10, exponent_scale=0.1)
+    assert_solved(result)
+    assert result.details["grid"] == 10 and result.details["exponent_scale"] == 0.1
+    assert result.details["n_cells"] <= 100
+    # A tenth of the budget between representatives (a much flatter, costlier mechanism).
+    reps = result.details["representatives"]
+    assert audit_mechanism(result.matrix[reps], small.d_km[np.ix_(reps, reps)], EPS / 10).passed
+    assert result.loss_m > build_lp_ca(small, EPS, grid=10).loss_m
+
+
+def test_lp_em_never_worse_than_em_and_all_candidates_is_the_lp(built, small):
+    assert built["lp-em"].loss_m <= built["em"].loss_m + 1e-9
+    assert built["lp"].loss_m <= built["lp-em"].loss_m + built["lp"].details["cost_bound_m"] + 1e-9
+    everyone = build_lp_em(small, EPS, n_candidates=small.n_records)
+    assert_solved(everyone)
+    # No tail left: the LP over all of X (without a floor).
+    assert everyone.loss_m == pytest.approx(built["lp"].loss_m, abs=built["lp"].details["cost_bound_m"] + 1e-6)
+    assert audit_mechanism(everyone.matrix, small.d_km, EPS).passed
+
+
+def test_lp_em_is_sound_at_large_epsilon(small):
+    # Coefficients span e^{+-eps d}: at 40/km the boxes are clipped, and the result stays eps-mDP.
+    result = build_lp_em(small, 40.0, n_candidates=5)
+    assert_solved(result)
+    assert audit_mechanism(result.matrix, small.d_km, 40.0).passed
+    assert result.loss_m <= build_em(small, 40.0).loss_m + 1e-9
+    assert "numerics" in result.details
+
+
+def test_lp_bd_reaches_the_lp_optimum_within_its_gap(benders, sparse):
+    eps, lp, bd = benders
+    assert_solved(lp)
+    assert_solved(bd)
+    info = bd.details
+    assert info["n_interior"] > 0 and info["n_subproblems"] > 1
+    assert info["iterations"] > 1 and info["n_optimality_cuts"] > 0 and info["n_feasibility_cuts"] > 0
+    assert info["gap_reached"] <= 1e-3
+    # The master's bound is a true lower bound on the LP; the mechanism is within the gap of it.
+    lp_opt = lp.details["objective_m"]
+    assert info["lower_bound_m"] <= lp_opt * (1 + 1e-7)
+    assert info["upper_bound_m"] >= lp_opt * (1 - 1e-7)
+    assert bd.loss_m <= lp_opt * (1 + 1e-3) + 1e-6
+    assert audit_mechanism(bd.matrix, sparse.d_km, eps).passed
+
+
+def test_lp_bd_with_a_loose_gap_stops_early(sparse, benders):
+    eps, lp, tight = benders
+    loose = build_lp_bd(sparse, eps, n_clusters=4, gap=0.1, rng=0)
+    assert_solved(loose)
+    assert loose.details["iterations"] <= tight.details["iterations"]
+    assert loose.details["gap_reached"] <= 0.1
+    assert loose.loss_m <= lp.details["objective_m"] * 1.1 + 1e-6
+    assert audit_mechanism(loose.matrix, sparse.d_km, eps).passed
+
+
+def test_lp_bd_iteration_limit_is_unsolved(sparse):
+    result = build_lp_bd(sparse, 30.0, n_clusters=4, max_iterations=2)
+    assert result.matrix is None and result.status.startswith("unsolved: iteration limit")
+    assert np.isnan(result.loss_m)
+
+
+@pytest.fixture(scope="module")
+def slow(kotka):
+    """An instance whose full LP takes seconds: any millisecond time limit cuts it off."""
+    return make_instance(kotka, n_records=60, n_outputs=25, n_users=10, seed=3)
+
+
+@pytest.mark.parametrize("name", ["lp", "lp-ca", "lp-bd", "lp-em"])
+def test_time_limit_reports_unsolved(slow, name):
+    result = BASELINES[name](slow, EPS, time_limit_s=0.005)
+    assert result.status.startswith("unsolved: time limit after"), result.status
+    assert result.matrix is None and not result.solved
+    assert np.isnan(result.loss_m)
+    with pytest.raises(ValueError, match="no matrix"):
+        result.sample(np.array([0]), rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("name", sorted(BASELINES))
+@pytest.mark.parametrize("eps", [0.0, -1.0, float("nan"), float("inf")])
+def test_bad_epsilon_raises(small, name, eps):
+    with pytest.raises(ValueError, match="epsilon_per_km"):
+        BASELINES[name](small, eps)
+
+
+@pytest.mark.parametrize("name", sorted(BASELINES))
+def test_non_numeric_epsilon_raises(small, name):
+    with pytest.raises(TypeError, match="epsilon_per_km"):
+        BASELINES[name](small, "5")
+
+
+@pytest.mark.parametrize(
+    ("builder", "kwargs"),
+    [
+        (build_lp, {"eta": 0.5}),
+        (build_lp, {"spanner_dilation": 1.0}),
+        (build_lp, {"solver": "gurobi"}),
+        (build_lp_ca, {"grid": 0}),
+        (build_lp_bd, {"gap": 1.5}),
+        (build_lp_em, {"n_candidates": 0}),
+        (build_laplace, {"n_samples": 0}),
+    ],
+)
+def test_bad_options_raise(small, builder, kwargs):
+    with pytest.raises(ValueError):
+        builder(small, EPS, **kwargs)
+
+
+# --- planar Laplace: statistical tests ---------------------------------------------------------
+
+
+def test_planar_laplace_radius_is_gamma_2():
+    noise = planar_laplace_noise_km(EPS, 200_000, rng=np.random.default_rng(0))
+    r = np.hypot(noise[:, 0], noise[:, 1])
+    # Gamma(2, 1/eps): mean 2/eps, variance 2/eps^2; five standard errors.
+    assert abs(r.mean() - 2 / EPS) < 5 * np.sqrt(2) / EPS / np.sqrt(r.size)
+    assert abs(noise.mean(axis=0)).max() < 5 * np.sqrt(3 / EPS**2) / np.sqrt(r.size)
+
+
+def test_planar_laplace_is_reproducible_and_reports_its_error(small, built):
+    again = build_laplace(small, EPS, n_samples=5_000, rng=1)
+    np.testing.assert_array_equal(again.matrix, built["laplace"].matrix)
+    info = built["laplace"].details
+    assert info["estimated"] and info["n_samples"] == 5_000
+    assert 0 < info["max_standard_error"] <= 0.5 / np.sqrt(5_000)
+    assert info["dkw_bound"] == pytest.approx(2 * np.sqrt(np.log(2 * small.n_records / 0.05) / 10_000))
+
+
+def test_planar_laplace_neighbour_ratio(small):
+    """diffprivlib-style neighbour test: sampled frequencies of two close records.
+
+    For each output with enough mass (>= 100 hits in both rows), the one-sided statistic
+    ``(p_a - e^{eps d} p_b) / se`` must stay below 5 standard errors (binomial variance of both
+    estimates; a generous bound for 40 comparisons with a fixed seed). The plane distance and the
+    haversine differ by < 1e-3 relative over Kotka: the bound allows that.
+    """
+    n = 100_000
+    result = build_laplace(small, EPS, n_samples=n, rng=11)
+    d = small.d_km.copy()
+    np.fill_diagonal(d, np.inf)
+    a, b = np.unravel_index(np.argmin(np.abs(d - 0.2)), d.shape)  # a pair ~200 m apart
+    bound = np.exp(EPS * d[a, b] * (1 + 1e-3))
+    largest = 0.0
+    for x, xp in ((a, b), (b, a)):
+        pa, pb = result.matrix[x], result.matrix[xp]
+        enough = (pa * n >= 100) & (pb * n >= 100)
+        assert enough.sum() >= 5
+        se = np.sqrt(pa * (1 - pa) / n + bound**2 * pb * (1 - pb) / n)
+        z = (pa - bound * pb)[enough] / se[enough]
+        assert z.max() < 5.0
+        largest = max(largest, float(np.log((pa / pb)[enough].max())))
+    # Not vacuous: some output is much likelier from one record than from the other.
+    assert largest > 0.5 * EPS * d[a, b]
+
+
+# --- the solver-tolerance repair -----------------------------------------------------------------
+
+
+def test_repair_makes_a_nearly_mdp_matrix_exact(small, built):
+    lp = built["lp"].matrix  # many constraints tight: any noise breaks them
+    rng = np.random.default_rng(0)
+    noisy = lp * (1 + 1e-6 * rng.standard_normal(lp.shape))
+    noisy /= noisy.sum(axis=1, keepdims=True)
+    assert not audit_mechanism(noisy, small.d_km, EPS).passed
+    fixed, info = repair_mdp(noisy, small.d_km, EPS)
+    assert audit_mechanism(fixed, small.d_km, EPS).passed
+    np.testing.assert_allclose(fixed.sum(axis=1), 1.0, atol=1e-12)
+    assert np.abs(fixed - noisy).max() < 1e-5
+    assert info["max_log_excess_before"] > 1e-7
+    em = built["em"].matrix  # strictly inside the constraints: left alone
+    same, info = repair_mdp(em, small.d_km, EPS)
+    np.testing.assert_allclose(same, em, rtol=1e-12)
+    assert info["passes"] == 1
