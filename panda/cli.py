@@ -263,7 +263,9 @@ def cmd_run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         f"  pairs constrained {s['n_constrained_pairs']:,}, over budget {s['n_over_budget_pairs']:,}, "
         f"unreachable delta target {s['n_unreachable_target_pairs']:,}",
         f"  LP: {s['lp_status']}, objective {_fmt(s['lp_objective_m'], ' m')}, lower bound "
-        f"{_fmt(s['relaxed_lower_bound_m'], ' m')}, ratio {_fmt(s['approximation_ratio'], '', 3)}",
+        f"{_fmt(s['relaxed_lower_bound_m'], ' m')}"
+        f"{'' if s['relaxed_lower_bound_m'] == s['relaxed_lower_bound_m'] else ' (' + s['lp'].get('relaxed_status', 'not computed') + ')'}"
+        f", ratio {_fmt(s['approximation_ratio'], '', 3)}",
         f"  utility loss at true records: expected {_fmt(s['loss_expected_m'], ' m')}, "
         f"sampled {_fmt(s['loss_sampled_m'], ' m')}",
         f"  user pairs violating eps-mDP (measured): {_fmt(100 * s['user_pair_violation_rate'], ' %')}",

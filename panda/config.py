@@ -113,6 +113,9 @@ class PandaConfig:
         on these LPs: see bench/bench_anpo.py).
     solve_relaxed
         Also solve the Relaxed AnPO (exponent eps*d) for the lower bound and approximation ratio.
+    relaxed_time_limit_s
+        Time limit of that LP (it is a real all-pairs LP, often harder than the AnPO LP itself);
+        on timeout the bound is reported as not computed.
     """
 
     epsilon_per_km: float = 5.0
@@ -133,6 +136,7 @@ class PandaConfig:
     lp_time_limit_s: float = 300.0
     lp_solver: str = "simplex"
     solve_relaxed: bool = True
+    relaxed_time_limit_s: float = 60.0
 
     def __post_init__(self) -> None:
         eps = _number(self.epsilon_per_km, "epsilon_per_km")
@@ -183,6 +187,9 @@ class PandaConfig:
         t = _number(self.lp_time_limit_s, "lp_time_limit_s")
         if not (t > 0):
             raise _bad("lp_time_limit_s", "a float > 0 (seconds)", self.lp_time_limit_s)
+        tr = _number(self.relaxed_time_limit_s, "relaxed_time_limit_s")
+        if not (tr > 0):
+            raise _bad("relaxed_time_limit_s", "a float > 0 (seconds)", self.relaxed_time_limit_s)
         if self.lp_solver not in ("ipm", "simplex", "choose", "pdlp"):
             raise _bad("lp_solver", "one of ('ipm', 'simplex', 'choose', 'pdlp')", self.lp_solver)
 

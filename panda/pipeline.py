@@ -246,7 +246,7 @@ def run_panda(
             pj,
             np.tile(eps * pairs.d_km, 2),
             eta=config.lp_floor,
-            time_limit_s=config.lp_time_limit_s,
+            time_limit_s=config.relaxed_time_limit_s,
             solver=config.lp_solver,
         )
         relaxed_obj = rel.objective
