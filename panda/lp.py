@@ -216,7 +216,9 @@ def _min_plus(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = F
     return out
 
 
-def repair_to_exponents(z: np.ndarray, exponent: np.ndarray, *, max_passes: int = 10) -> tuple[np.ndarray, dict]:
+def repair_to_exponents(
+    z: np.ndarray, exponent: np.ndarray, *, max_passes: int = 10, closed: bool = False
+) -> tuple[np.ndarray, dict]:
     """Make a nearly feasible solution satisfy ``z[i, y] <= exp(exponent[i, j]) z[j, y]`` exactly.
 
     HiGHS accepts constraint violations up to its absolute feasibility tolerance (1e-7): on entries
@@ -227,15 +229,20 @@ def repair_to_exponents(z: np.ndarray, exponent: np.ndarray, *, max_passes: int 
     on entries with headroom (raising an entry only loosens other rows' constraints), and (3) a row
     without headroom is renormalised and the steps repeat. The utility changes by about the solver
     tolerance; ``info`` reports the excess before, the largest deficit and the passes.
+    ``closed=True`` skips the shortest-path closure when the exponents already satisfy the triangle
+    inequality (``eps * d`` for a metric ``d``).
     """
     from scipy.sparse.csgraph import shortest_path
 
     n = exponent.shape[0]
     if n <= 1:
         return z, {"max_log_excess_before": 0.0, "passes": 0}
-    finite = np.isfinite(exponent) & ~np.eye(n, dtype=bool)
-    graph = sp.csr_matrix((np.maximum(exponent[finite], 1e-300), np.nonzero(finite)), shape=(n, n))
-    closed_e = shortest_path(graph, method="D", directed=True)
+    if closed:
+        closed_e = np.array(exponent, dtype=float)
+    else:
+        finite = np.isfinite(exponent) & ~np.eye(n, dtype=bool)
+        graph = sp.csr_matrix((np.maximum(exponent[finite], 1e-300), np.nonzero(finite)), shape=(n, n))
+        closed_e = shortest_path(graph, method="D", directed=True)
     np.fill_diagonal(closed_e, 0.0)
     z = np.clip(np.asarray(z, dtype=float), 0.0, None)
     z = z / z.sum(axis=1, keepdims=True)

@@ -116,25 +116,6 @@ def highs_run(h: highspy.Highs, time_limit_s: float) -> tuple[str, bool]:
     return h.modelStatusToString(status), status == highspy.HighsModelStatus.kOptimal
 
 
-#: Log-ratio excess treated as floating-point rounding by :func:`repair_mdp` (far below the audit's 1e-9).
-_ROUNDING = 1e-12
-
-
-def _closure_log(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False) -> np.ndarray:
-    """``min_x' (exponent[x, x'] + log_z[x', y])`` for every ``(x, y)`` (``x' != x`` if ``exclude_self``)."""
-    k, m = log_z.shape
-    out = np.empty_like(log_z)
-    step = max(1, 4_000_000 // max(k * m, 1))
-    for s in range(0, k, step):
-        block = exponent[s : s + step].copy()
-        if exclude_self:
-            rows = np.arange(block.shape[0])
-            block[rows, rows + s] = np.inf
-        with np.errstate(invalid="ignore"):  # inf (excluded self) + -inf (zero entry) = nan: ignored by fmin
-            out[s : s + step] = np.fmin.reduce(block[:, :, None] + log_z[None, :, :], axis=1)
-    return out
-
-
 def repair_mdp(
     matrix: np.ndarray, d_km: np.ndarray, epsilon_per_km: float, *, max_passes: int = 10
 ) -> tuple[np.ndarray, dict]:
@@ -160,42 +141,7 @@ def repair_mdp(
         The repaired matrix and ``{"max_log_excess_before", "max_deficit", "passes",
         "rows_renormalised"}``.
     """
-    z = np.clip(np.asarray(matrix, dtype=float), 0.0, None)
-    z = z / z.sum(axis=1, keepdims=True)
+    from panda.lp import repair_to_exponents
+
     exponent = float(epsilon_per_km) * np.asarray(d_km, dtype=float)
-    before = None
-    max_deficit = 0.0
-    renormalised = 0
-    passes = 0
-    for passes in range(1, max_passes + 1):  # noqa: B007 (reported)
-        with np.errstate(divide="ignore"):
-            log_z = np.log(z)
-        closed = _closure_log(log_z, exponent)
-        with np.errstate(invalid="ignore"):
-            gap = np.nan_to_num(log_z - closed, nan=0.0, posinf=np.inf)
-        excess = float(gap.max()) if gap.size else 0.0
-        if before is None:
-            before = excess
-        if excess <= _ROUNDING:
-            break
-        zc = np.exp(closed)
-        deficit = 1.0 - zc.sum(axis=1)
-        max_deficit = max(max_deficit, float(np.abs(deficit).max()))
-        upper = np.exp(_closure_log(closed, exponent, exclude_self=True))
-        head = np.clip(upper - zc, 0.0, None)
-        room = head.sum(axis=1)
-        ok = (room >= deficit) & (deficit > 0)
-        z = zc.copy()
-        z[ok] += head[ok] * (deficit[ok] / room[ok])[:, None]
-        short = ~ok & (np.abs(deficit) > _ROUNDING)
-        renormalised += int(short.sum())
-        z[short] /= zc[short].sum(axis=1, keepdims=True)
-        if not short.any():
-            break
-    info = {
-        "max_log_excess_before": float(before or 0.0),
-        "max_deficit": max_deficit,
-        "passes": passes,
-        "rows_renormalised": renormalised,
-    }
-    return z, info
+    return repair_to_exponents(matrix, exponent, max_passes=max_passes, closed=True)
