@@ -6,7 +6,8 @@ qualifies when the mean violation probability over user pairs AND over a random 
 pairs is <= delta, on every network of the sweep. Among qualifying settings the one with the lowest
 mean utility loss at the users' true records wins.
 
-    python experiments/recommend_sweep.py --out experiments/results/recommend.csv
+    python experiments/recommend_sweep.py --out experiments/results/recommend_coarse.csv
+    python experiments/recommend_sweep.py --grid fine --out experiments/results/recommend_fine.csv
 
 Writes one CSV row per (network, setting) and prints the winner.
 """
@@ -28,18 +29,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import panda  # noqa: E402
 
 GRID = {
-    "alpha": [0.3, 0.6, 0.9],
-    "lambda_per_km": [1.0, 4.0],
-    "far": ["h_gamma", "floor:0.02", "floor:0.002"],
-    "gamma_km": [0.3, 0.8],
-    "delta": [0.05, 0.2],
+    "alpha": [0.3, 0.7, 0.95],
+    "lambda_per_km": [2.0],
+    "far": ["h_gamma", "floor:0.01", "floor:0.0001"],
+    "gamma_km": [0.05, 0.3],
+    "delta": [0.1],
     "bayes_adjustment": [False],
 }
 
 
-def settings():
-    keys = list(GRID)
-    for values in itertools.product(*(GRID[k] for k in keys)):
+#: The refinement around the coarse grid's winner (--grid fine).
+FINE_GRID = {
+    "alpha": [0.9, 0.95],
+    "lambda_per_km": [2.0],
+    "far": ["h_gamma"],
+    "gamma_km": [0.02, 0.05, 0.1],
+    "delta": [0.1],
+    "bayes_adjustment": [False],
+}
+
+
+def settings(grid: dict | None = None):
+    grid = GRID if grid is None else grid
+    keys = list(grid)
+    for values in itertools.product(*(grid[k] for k in keys)):
         yield dict(zip(keys, values, strict=True))
 
 
@@ -91,17 +104,18 @@ def one(job):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--networks", default="neubrandenburg,liechtenstein")
-    ap.add_argument("--records", type=int, default=300)
-    ap.add_argument("--users", type=int, default=20)
-    ap.add_argument("--outputs", type=int, default=50)
+    ap.add_argument("--records", type=int, default=200)
+    ap.add_argument("--users", type=int, default=15)
+    ap.add_argument("--outputs", type=int, default=30)
     ap.add_argument("--epsilon", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default="experiments/results/recommend.csv")
+    ap.add_argument("--grid", default="coarse", choices=["coarse", "fine"])
     args = ap.parse_args()
     jobs = [
         (city, args.records, args.users, args.outputs, args.epsilon, args.seed, s)
-        for s in settings()
+        for s in settings(GRID if args.grid == "coarse" else FINE_GRID)
         for city in args.networks.split(",")
     ]
     out = Path(args.out)

@@ -167,7 +167,7 @@ def add_instance_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
     """PAnDA configuration options (each overrides the preset)."""
-    p.add_argument("--preset", default="paper", choices=["paper", "artifact"], help="named configuration")
+    p.add_argument("--preset", default="paper", choices=["paper", "artifact", "recommended"], help="named configuration")
     p.add_argument("--epsilon", type=float, default=None, help="privacy budget eps, 1/km")
     p.add_argument("--delta", type=float, default=None, help="failure probability delta")
     p.add_argument("--alpha", type=float, default=None, help="selection scale alpha in (0, 1)")

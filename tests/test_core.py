@@ -370,3 +370,27 @@ def test_presets():
         preset("best")
     with pytest.raises(TypeError, match="epsilon"):
         preset("paper", epsilon=3)
+
+
+def test_recommended_preset_is_the_recorded_sweep_winner():
+    """The preset must be what experiments/recommend_sweep.py found (recorded in experiments/results)."""
+    import csv
+    from pathlib import Path
+
+    rows = list(csv.DictReader((Path(__file__).parent.parent / "experiments/results/recommend_fine.csv").open()))
+    ok = {}
+    for r in rows:
+        key = (float(r["alpha"]), float(r["lambda_per_km"]), r["far"], float(r["gamma_km"]), float(r["delta"]))
+        fine = (
+            not r.get("error")
+            and float(r["mean_user_p_violation"]) <= float(r["delta"])
+            and float(r["mean_record_p_violation"]) <= float(r["delta"])
+        )
+        ok.setdefault(key, []).append((fine, float(r["loss_users_m"])))
+    qualifying = {k: np.mean([loss for _, loss in v]) for k, v in ok.items() if all(f for f, _ in v)}
+    best = min(qualifying, key=qualifying.get)
+    rec = preset("recommended")
+    assert (rec.alpha, rec.lambda_per_km, rec.far_rule, rec.gamma_km, rec.delta) == (
+        best[0], best[1], best[2], best[3], best[4]
+    )
+    assert rec.bayes_adjustment is False
