@@ -1,30 +1,36 @@
-"""PAnDA Explorer dashboard (entry point of `streamlit run app`)."""
+"""PAnDA Explorer dashboard: the entry point of ``streamlit run app``.
+
+Page config, the shared sidebar (the view's parameters, kept in the URL) and the navigation.
+"""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run app` without the package installed
+    sys.path.insert(0, str(ROOT))
 
-import pydeck as pdk  # noqa: E402
 import streamlit as st  # noqa: E402
 
-import panda  # noqa: E402
+from app import sidebar, state  # noqa: E402
 
-st.set_page_config(page_title="PAnDA Explorer", layout="wide")
-st.title("PAnDA Explorer")
+# A local icon file: a ":material/...:" page icon makes the browser fetch the favicon from fonts.gstatic.com.
+st.set_page_config(page_title="PAnDA Explorer", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide")
 
+state.panda_worker()  # starts the worker process (if not running) while the sidebar loads the network
 
-@st.cache_resource
-def _network(name: str) -> panda.RoadNetwork:
-    return panda.load_city(name)
-
-
-net = _network(panda.DEFAULT_CITY)
-paths = [
-    {"path": [[float(net.lon[u]), float(net.lat[u])], [float(net.lon[v]), float(net.lat[v])]]}
-    for u, v in zip(net.edge_u, net.edge_v, strict=True)
+pages = [
+    st.Page("app_pages/explore.py", title="Explore", icon=":material/map:", default=True),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
+    st.Page("app_pages/audit.py", title="Audit", icon=":material/fact_check:"),
+    st.Page("app_pages/learn.py", title="Learn", icon=":material/school:"),
 ]
-layer = pdk.Layer("PathLayer", paths, get_path="path", get_color=[90, 90, 90], width_min_pixels=1)
-view = pdk.ViewState(longitude=float(net.lon.mean()), latitude=float(net.lat.mean()), zoom=12)
-st.pydeck_chart(pdk.Deck(layers=[layer], initial_view_state=view, map_provider=None))
-st.caption(f"{net.name}: {net.n_nodes:,} nodes, {net.n_edges:,} road segments. {panda.OSM_ATTRIBUTION}")
+page = st.navigation(pages)
+
+params = sidebar.render()
+st.session_state["params"] = params
+sidebar.write_query(params)
+for problem in st.session_state.pop("query_problems", None) or []:
+    st.toast(f"Link parameter {problem}", icon=":material/link_off:")
+
+page.run()

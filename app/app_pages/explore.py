@@ -1,0 +1,145 @@
+"""Explore: PAnDA on the map, its numbers, and where its privacy budget goes."""
+
+import numpy as np
+import streamlit as st
+
+from app import analysis, charts, common, export, maps, state
+from app.params import DECAY_LABELS
+
+DELTA_SWEEP = (1e-9, 1e-7, 1e-5, 1e-3, 1e-2, 0.1, 0.3)
+#: The delta sweep reruns PAnDA len(DELTA_SWEEP) times: only when one run takes at most this long (s).
+MAX_SWEEP_RUN_S = 2.0
+CHART_TABS = ["Budget split", "Utility vs bound", "Violations vs δ", "Time per phase"]
+CHART_HEIGHT = 470
+
+st.title("Explore")
+params = common.current_params()
+view = common.load_view(params)
+if view is None:
+    st.stop()
+r, inst, net = view.result, view.instance, view.net
+st.caption(
+    f"**{net.name}** · K = {inst.n_records:,} secret records · N = {inst.n_users} users · {inst.n_outputs} outputs · "
+    f"{DECAY_LABELS[params.decay]} · {params.preset} preset · ε = {params.epsilon_per_km:g}/km · "
+    f"δ = {params.delta:g} · "
+    f"γ = {r.gamma_km * 1000:,.0f} m"
+)
+# The lower bound starts now in a worker thread; the page renders meanwhile.
+bound_job = common.start_lower_bound(view)
+note_slot = common.show_messages(view)
+metric_slots = common.show_metrics(view)
+
+left, right = st.columns([3, 2], gap="medium")
+with left:
+    layers = st.pills(
+        "Map layers",
+        options=list(maps.LAYERS),
+        selection_mode="multi",
+        default=list(maps.DEFAULT_LAYERS),
+        format_func=maps.LAYERS.get,
+        key="layers",
+        wrap=True,
+        help="Click to show or hide a layer. Hover any point or line for its numbers.",
+    )
+    n_users = int(r.user_records.size)
+    if st.session_state.get("sel_user", n_users) >= n_users:  # first visit, or fewer users now
+        st.session_state.sel_user = int(np.argmax([a.size for a in r.anchor_sets]))  # the most anchors
+    sel = st.columns([1, 2])[0].selectbox(
+        "Selected user",
+        range(n_users),
+        key="sel_user",
+        format_func=lambda n: f"User {n} ({r.anchor_sets[n].size} anchors)",
+        help="The user whose anchors and output distribution the map shows.",
+    )
+    with common.guarded("The map"):
+        pairs = analysis.user_pairs(r, inst) if "violations" in (layers or []) else None
+        segments, n_segments = maps.road_segments(net)
+        deck = maps.build_deck(
+            net, inst, r, layers=tuple(layers or ()), selected_user=int(sel), pairs=pairs, segments=segments
+        )
+        st.pydeck_chart(deck, height=560)
+        thinned = (
+            f" ({len(segments):,} of the {n_segments:,} road segments drawn, evenly thinned)"
+            if len(segments) < n_segments
+            else ""
+        )
+        st.caption(
+            "Blue dots: secret records · orange: users (red: selected, grey: no anchor) · purple rings: the selected "
+            "user's anchors (bigger ring: its surrogate) · green lines: user → surrogate · yellow→red discs: the "
+            "selected user's output distribution (bigger, redder = likelier) · yellow→red lines: user pairs that "
+            f"violate ε-mDP (redder = larger excess).{thinned}  \nMap data {net.attribution}"
+        )
+
+with right:
+    # Only the open tab draws its chart (and runs its computation): a tab switch is a fast rerun.
+    tabs = st.tabs(CHART_TABS, key="chart_tab", on_change="rerun")
+    tab_of = dict(zip(CHART_TABS, tabs, strict=True))
+    utility_slot = tab_of["Utility vs bound"].empty()
+    time_slot = tab_of["Time per phase"].empty()
+    if tab_of["Budget split"].open is not False:
+        with tab_of["Budget split"], common.guarded("The budget split"):
+            shares = analysis.budget_shares(r)
+            st.plotly_chart(charts.budget_split(shares, height=CHART_HEIGHT), key="chart_budget")
+            st.caption(charts.budget_note(shares))
+    if tab_of["Violations vs δ"].open:
+        with tab_of["Violations vs δ"], common.guarded("The δ sweep"):
+            deltas = tuple(sorted(set(DELTA_SWEEP) | {params.delta}))
+            run_s = r.timings_s.get("total", 0.0)
+            if run_s > MAX_SWEEP_RUN_S:
+                st.info(
+                    f"**Not computed here:** one PAnDA run takes {run_s:.1f} s on this view and the sweep would "
+                    f"rerun it {len(deltas)} times. Move δ in the sidebar to see one point at a time."
+                )
+            else:
+                with st.spinner(f"Running PAnDA at {len(deltas)} values of δ ..."):
+                    sweep_items = state.config_items(view.config.replace(delta=1e-7))
+                    rows = state.delta_sweep(params.instance_key, sweep_items, params.seed, deltas)
+                st.plotly_chart(charts.violation_vs_delta(rows, params.delta, height=CHART_HEIGHT), key="chart_delta")
+                st.caption("Each point is a full PAnDA run at that δ (same anchors); the grey line is the promise.")
+
+bound = None
+with common.guarded("The lower bound"):
+    if tab_of["Utility vs bound"].open:
+        with utility_slot.container(), st.spinner("Solving the Relaxed AnPO lower bound ..."):
+            bound = common.finish_lower_bound(bound_job)
+    else:
+        bound = common.finish_lower_bound(bound_job)
+    common.fill_bound_metrics(metric_slots, view, bound)
+    common.show_lower_bound_note(note_slot, bound)
+    if tab_of["Utility vs bound"].open:
+        utility_slot.plotly_chart(charts.utility(r, bound, height=CHART_HEIGHT), key="chart_utility")
+if tab_of["Time per phase"].open:
+    with common.guarded("The timing chart"):
+        extra = {"relaxed_lp": bound["time_s"]} if bound and bound.get("time_s") else None
+        time_slot.plotly_chart(charts.timings(r.timings_s, extra, height=CHART_HEIGHT), key="chart_time")
+
+st.subheader("Export")
+e1, e2, e3 = st.columns(3)
+e1.download_button(
+    "Configuration (JSON)",
+    export.config_json(params, view.config),
+    file_name="panda_config.json",
+    mime="application/json",
+    on_click="ignore",
+    icon=":material/settings:",
+    help="The view's parameters (also its link's query string) and the full PandaConfig.",
+)
+e2.download_button(
+    "Result summary (JSON)",
+    export.summary_json(r, bound),
+    file_name="panda_summary.json",
+    mime="application/json",
+    on_click="ignore",
+    icon=":material/summarize:",
+    help="result.summary(): sizes, losses in metres, lower bound, budget split, counts, timings.",
+)
+e3.download_button(
+    "Perturbation matrix (CSV)",
+    lambda: export.matrix_csv(r, inst),
+    file_name="panda_matrix.csv",
+    mime="text/csv",
+    on_click="ignore",
+    icon=":material/table:",
+    help="z[anchor, output]: one row per anchor record (with lon/lat), one column per output.",
+    disabled=r.z is None,
+)

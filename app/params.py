@@ -1,0 +1,289 @@
+"""The dashboard's view parameters: one frozen value, its URL (query parameter) form, its PandaConfig.
+
+Pure Python (no streamlit): the sidebar builds a :class:`Params` from its widgets, the pages read it,
+and :func:`to_query` / :func:`from_query` turn it into the link that reproduces the view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import panda
+
+__all__ = [
+    "Params",
+    "RANGES",
+    "ANPO_TIME_LIMIT_S",
+    "DECAY_LABELS",
+    "DELTA_OPTIONS",
+    "GAMMA_OPTIONS",
+    "RADIUS_OPTIONS",
+    "BBOX_PRESETS",
+    "from_query",
+    "to_query",
+    "to_config",
+    "preset_radius",
+    "parse_source",
+]
+
+#: Widget ranges (low, high): the sidebar and the URL reader share them.
+RANGES: dict[str, tuple[float, float]] = {
+    "n_records": (20, 5000),
+    "n_users": (2, 200),
+    "n_outputs": (5, 1000),
+    "seed": (0, 2**31 - 1),
+    "epsilon_per_km": (0.5, 50.0),
+    "alpha": (0.05, 0.99),
+    "lambda_per_km": (0.05, 10.0),
+    "neighbourhood_size": (1, 50),
+    "lp_time_limit_s": (1.0, 60.0),
+}
+#: Time limit of PAnDA's own AnPO LP in the dashboard, seconds (it takes milliseconds on the defaults).
+ANPO_TIME_LIMIT_S = 60.0
+
+#: Decay name of PandaConfig -> the paper's method name.
+DECAY_LABELS = {
+    "exponential": "PAnDA-e (exponential)",
+    "power": "PAnDA-p (power law)",
+    "logistic": "PAnDA-l (logistic)",
+}
+_DECAY_SHORT = {"exponential": "e", "power": "p", "logistic": "l"}
+
+#: Failure probabilities offered by the delta selector (log scale).
+DELTA_OPTIONS = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1, 0.2, 0.3, 0.5)
+#: Threshold distances gamma (km) offered; None = automatic (d_max / divisor of the preset).
+GAMMA_OPTIONS: tuple[float | None, ...] = (None, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+#: LP constraint radii (km) offered; None = every anchor pair (the paper's eq. 31).
+RADIUS_OPTIONS: tuple[float | None, ...] = (0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, None)
+
+#: Bounding boxes (west, south, east, north) of the paper's three cities (section 4.1; the paper prints
+#: New York's and London's with latitude and longitude swapped and New York's sign dropped).
+BBOX_PRESETS: dict[str, tuple[float, float, float, float]] = {
+    "Rome (the paper's box)": (12.2354, 41.6566, 12.8081, 42.0979),
+    "New York (the paper's box)": (-74.25, 40.50, -73.70, 40.91),
+    "London (the paper's box)": (-0.51, 51.29, 0.28, 51.69),
+}
+
+
+def preset_radius(preset: str) -> float | None:
+    """The constraint radius a preset uses (km; None = all pairs)."""
+    return panda.preset(preset).constraint_radius_km
+
+
+@dataclass(frozen=True)
+class Params:
+    """Everything that defines a view (plain, hashable values; units in the names)."""
+
+    source: str = f"city:{panda.DEFAULT_CITY}"
+    n_records: int = 500
+    n_users: int = 20
+    n_outputs: int = 100
+    seed: int = 0
+    decay: str = "exponential"
+    preset: str = "artifact"
+    epsilon_per_km: float = 5.0
+    delta: float = 1e-7
+    alpha: float = 0.95
+    lambda_per_km: float = 0.5
+    gamma_km: float | None = None
+    neighbourhood_size: int = 10
+    constraint_radius_km: float | None = 0.8
+    lower_bound: bool = True
+    lp_time_limit_s: float = 5.0
+
+    def replace(self, **changes: object) -> Params:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def instance_key(self) -> tuple:
+        """The arguments of the cached instance."""
+        return (self.source, self.n_records, self.n_users, self.n_outputs, self.seed)
+
+
+def parse_source(source: str) -> tuple[str, object]:
+    """``"city:<name>"`` -> ("city", name); ``"bbox:w,s,e,n"`` -> ("bbox", (w, s, e, n))."""
+    kind, _, rest = source.partition(":")
+    if kind == "city" and rest:
+        return "city", rest
+    if kind == "bbox":
+        parts = [float(v) for v in rest.split(",")]
+        if len(parts) != 4:
+            msg = f"A bounding box needs four numbers west,south,east,north. Got {rest!r} instead."
+            raise ValueError(msg)
+        return "bbox", tuple(parts)
+    msg = f"Unknown road network source {source!r}: use city:<name> or bbox:west,south,east,north."
+    raise ValueError(msg)
+
+
+def bbox_source(bbox: tuple[float, float, float, float]) -> str:
+    """The source string of a bounding box (rounded to 1e-6 degrees, about 0.1 m)."""
+    return "bbox:" + ",".join(f"{v:.6f}".rstrip("0").rstrip(".") for v in bbox)
+
+
+def to_config(p: Params, *, solve_relaxed: bool = False) -> panda.PandaConfig:
+    """The PandaConfig of a view (the preset, then the sidebar's overrides)."""
+    return panda.preset(
+        p.preset,
+        decay=p.decay,
+        epsilon_per_km=p.epsilon_per_km,
+        delta=p.delta,
+        alpha=p.alpha,
+        lambda_per_km=p.lambda_per_km,
+        gamma_km=p.gamma_km,
+        neighbourhood_size=p.neighbourhood_size,
+        constraint_radius_km=p.constraint_radius_km,
+        lp_time_limit_s=ANPO_TIME_LIMIT_S,
+        solve_relaxed=solve_relaxed,
+    )
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def to_query(p: Params) -> dict[str, str]:
+    """The URL form of a view: every field, short keys, plain strings."""
+    kind, value = parse_source(p.source)
+    out = {"city": str(value)} if kind == "city" else {"bbox": p.source.partition(":")[2]}
+    out.update(
+        {
+            "K": str(p.n_records),
+            "N": str(p.n_users),
+            "M": str(p.n_outputs),
+            "seed": str(p.seed),
+            "decay": _DECAY_SHORT[p.decay],
+            "preset": p.preset,
+            "eps": _fmt(p.epsilon_per_km),
+            "delta": _fmt(p.delta),
+            "alpha": _fmt(p.alpha),
+            "lambda": _fmt(p.lambda_per_km),
+            "gamma": "auto" if p.gamma_km is None else _fmt(p.gamma_km),
+            "Gamma": str(p.neighbourhood_size),
+            "radius": "all" if p.constraint_radius_km is None else _fmt(p.constraint_radius_km),
+            "lb": "1" if p.lower_bound else "0",
+            "lbtime": _fmt(p.lp_time_limit_s),
+        }
+    )
+    return out
+
+
+def _nearest(options: tuple, value: float) -> float:
+    finite = [o for o in options if o is not None]
+    return min(finite, key=lambda o: abs(math.log(o) - math.log(value)))
+
+
+def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Params, list[str]]:
+    """Read a view from query parameters; unknown or bad values are ignored and reported.
+
+    Returns
+    -------
+    params, problems
+        The view (``base`` with every valid parameter applied) and one message per ignored value.
+    """
+    p = base or Params()
+    changes: dict[str, object] = {}
+    problems: list[str] = []
+
+    def get(key: str) -> str | None:
+        value = query.get(key)
+        if isinstance(value, list):  # repeated parameter: the last one wins
+            value = value[-1] if value else None
+        return None if value is None else str(value).strip()
+
+    def number(key: str, field: str, cast, low: float, high: float) -> None:
+        raw = get(key)
+        if raw is None:
+            return
+        try:
+            value = cast(float(raw)) if cast is int else cast(raw)
+        except ValueError:
+            problems.append(f"'{key}={raw}' is not a number: ignored.")
+            return
+        if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
+            problems.append(f"'{key}={raw}' is outside [{low:g}, {high:g}]: ignored.")
+            return
+        changes[field] = value
+
+    city, bbox = get("city"), get("bbox")
+    if bbox:
+        try:
+            values = tuple(float(v) for v in bbox.split(","))
+            if len(values) != 4:
+                raise ValueError
+            panda.BoundingBox(*values)
+            changes["source"] = bbox_source(values)  # type: ignore[arg-type]
+        except ValueError:
+            problems.append(f"'bbox={bbox}' is not a valid west,south,east,north box: ignored.")
+    elif city:
+        if city.lower() in panda.list_cities():
+            changes["source"] = f"city:{city.lower()}"
+        else:
+            problems.append(f"'city={city}' is not an embedded city ({', '.join(panda.list_cities())}): ignored.")
+    number("K", "n_records", int, *RANGES["n_records"])
+    number("N", "n_users", int, *RANGES["n_users"])
+    number("M", "n_outputs", int, *RANGES["n_outputs"])
+    number("seed", "seed", int, *RANGES["seed"])
+    decay = get("decay")
+    if decay is not None:
+        full = {v: k for k, v in _DECAY_SHORT.items()} | {k: k for k in _DECAY_SHORT}
+        if decay in full:
+            changes["decay"] = full[decay]
+        else:
+            problems.append(f"'decay={decay}' is not one of e, p, l: ignored.")
+    preset = get("preset")
+    if preset is not None:
+        if preset in ("paper", "artifact"):
+            changes["preset"] = preset
+            if get("radius") is None:
+                changes["constraint_radius_km"] = preset_radius(preset)
+        else:
+            problems.append(f"'preset={preset}' is not paper or artifact: ignored.")
+    number("eps", "epsilon_per_km", float, *RANGES["epsilon_per_km"])
+    raw_delta = get("delta")
+    if raw_delta is not None:
+        try:
+            d = float(raw_delta)
+            if not (0 < d < 1):
+                raise ValueError
+            changes["delta"] = _nearest(DELTA_OPTIONS, d)
+        except ValueError:
+            problems.append(f"'delta={raw_delta}' is not a probability in (0, 1): ignored.")
+    number("alpha", "alpha", float, *RANGES["alpha"])
+    number("lambda", "lambda_per_km", float, *RANGES["lambda_per_km"])
+    gamma = get("gamma")
+    if gamma is not None:
+        if gamma == "auto":
+            changes["gamma_km"] = None
+        else:
+            try:
+                g = float(gamma)
+                if not (g > 0 and math.isfinite(g)):
+                    raise ValueError
+                changes["gamma_km"] = _nearest(GAMMA_OPTIONS, g)
+            except ValueError:
+                problems.append(f"'gamma={gamma}' is not 'auto' or a distance in km: ignored.")
+    number("Gamma", "neighbourhood_size", int, *RANGES["neighbourhood_size"])
+    radius = get("radius")
+    if radius is not None:
+        if radius == "all":
+            changes["constraint_radius_km"] = None
+        else:
+            try:
+                r = float(radius)
+                if not (r > 0 and math.isfinite(r)):
+                    raise ValueError
+                changes["constraint_radius_km"] = _nearest(RADIUS_OPTIONS, r)
+            except ValueError:
+                problems.append(f"'radius={radius}' is not 'all' or a distance in km: ignored.")
+    lb = get("lb")
+    if lb is not None:
+        if lb in ("0", "1"):
+            changes["lower_bound"] = lb == "1"
+        else:
+            problems.append(f"'lb={lb}' must be 0 or 1: ignored.")
+    number("lbtime", "lp_time_limit_s", float, *RANGES["lp_time_limit_s"])
+    return p.replace(**changes), problems

@@ -1,0 +1,378 @@
+"""The shared sidebar: road network, instance and PAnDA controls; the view's URL round-trip.
+
+At the first run of a session the widgets are initialised from ``st.query_params``; afterwards the
+widgets are the truth and :func:`write_query` puts the current view back into the URL.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import panda
+from app import state
+from app.params import (
+    BBOX_PRESETS,
+    DECAY_LABELS,
+    DELTA_OPTIONS,
+    GAMMA_OPTIONS,
+    RADIUS_OPTIONS,
+    RANGES,
+    Params,
+    bbox_source,
+    from_query,
+    parse_source,
+    preset_radius,
+    to_query,
+)
+from panda.network import MAX_BBOX_AREA_KM2
+
+__all__ = ["render", "write_query", "SOURCE_CITY", "SOURCE_BBOX"]
+
+SOURCE_CITY = "Embedded city (offline)"
+SOURCE_BBOX = "Bounding box (live download)"
+CUSTOM_BOX = "Custom box"
+
+
+def _fmt_km(value: float | None, none: str) -> str:
+    if value is None:
+        return none
+    return f"{value * 1000:.0f} m" if value < 1 else f"{value:g} km"
+
+
+def _fmt_delta(value: float) -> str:
+    return f"{value:.0e}".replace("e-0", "e-") if value < 0.01 else f"{value:g}"
+
+
+def _init_state() -> None:
+    """Fill the widgets' session state from the URL, once per session."""
+    ss = st.session_state
+    if ss.get("_initialised"):
+        return
+    p, problems = from_query(st.query_params.to_dict())
+    kind, value = parse_source(p.source)
+    ss.w_source_kind = SOURCE_CITY if kind == "city" else SOURCE_BBOX
+    ss.w_city = value if kind == "city" else panda.DEFAULT_CITY
+    box = value if kind == "bbox" else BBOX_PRESETS["Rome (the paper's box)"]
+    ss.w_box_preset = next((k for k, v in BBOX_PRESETS.items() if v == box), CUSTOM_BOX)
+    ss.w_west, ss.w_south, ss.w_east, ss.w_north = (float(v) for v in box)  # type: ignore[union-attr]
+    ss.active_source = p.source
+    ss.net_error = None
+    ss.w_K, ss.w_N, ss.w_M, ss.w_seed = p.n_records, p.n_users, p.n_outputs, p.seed
+    ss.w_decay, ss.w_preset = p.decay, p.preset
+    ss.w_eps, ss.w_delta = p.epsilon_per_km, p.delta
+    ss.w_alpha, ss.w_lambda, ss.w_gamma = p.alpha, p.lambda_per_km, p.gamma_km
+    ss.w_Gamma, ss.w_radius = p.neighbourhood_size, p.constraint_radius_km
+    ss.w_lb, ss.w_lbtime = p.lower_bound, p.lp_time_limit_s
+    ss.query_problems = problems
+    ss._initialised = True
+
+
+def _on_preset_change() -> None:
+    """A preset brings its own constraint radius and automatic gamma."""
+    st.session_state.w_radius = preset_radius(st.session_state.w_preset)
+    st.session_state.w_gamma = None
+
+
+def _on_box_preset_change() -> None:
+    box = BBOX_PRESETS.get(st.session_state.w_box_preset)
+    if box:
+        st.session_state.w_west, st.session_state.w_south, st.session_state.w_east, st.session_state.w_north = box
+
+
+def _embedded_hint() -> str:
+    return ", ".join(panda.list_cities())
+
+
+def _download(box: tuple[float, float, float, float]) -> None:
+    """Validate and download a bounding box; on success make it the active network."""
+    ss = st.session_state
+    try:
+        bbox = panda.BoundingBox(*box)
+    except ValueError as exc:
+        ss.net_error = f"**This bounding box is not valid.** {exc}"
+        return
+    if bbox.area_km2 > MAX_BBOX_AREA_KM2:
+        ss.net_error = (
+            f"**This bounding box is too large:** about {bbox.area_km2:,.0f} km², the limit is "
+            f"{MAX_BBOX_AREA_KM2:,.0f} km² (the paper's Rome box is about 2,330 km²). Choose a smaller area, "
+            f"or use an embedded city: {_embedded_hint()}."
+        )
+        return
+    try:
+        with st.status(f"Downloading the road network (about {bbox.area_km2:,.0f} km²) ...", expanded=True) as status:
+            st.write("Asking the OpenStreetMap Overpass server (osmnx); large boxes take minutes.")
+            net = state.bbox_network(*bbox.as_tuple())
+            status.update(label=f"Road network ready: {net.n_nodes:,} nodes", state="complete", expanded=False)
+    except panda.OfflineError as exc:
+        ss.net_error = (
+            "**No connection to the OpenStreetMap server:** live downloads do not work from here. "
+            f"The embedded cities work offline: {_embedded_hint()}.\n\nDetails: {exc}"
+        )
+        return
+    except panda.DownloadError as exc:
+        ss.net_error = f"**The download failed.** {exc}\n\nThe embedded cities work offline: {_embedded_hint()}."
+        return
+    except ValueError as exc:
+        ss.net_error = f"**No usable road network in this box.** {exc}"
+        return
+    except Exception as exc:  # never a traceback in the page
+        ss.net_error = f"**The download failed** ({type(exc).__name__}: {exc}). Embedded cities: {_embedded_hint()}."
+        return
+    ss.active_source = bbox_source(bbox.as_tuple())
+    ss.net_error = None
+
+
+def _network_controls() -> panda.RoadNetwork:
+    ss = st.session_state
+    st.header("Road network")
+    kind = st.radio(
+        "Source",
+        [SOURCE_CITY, SOURCE_BBOX],
+        key="w_source_kind",
+        help="An embedded city loads instantly and needs no connection. A bounding box is downloaded "
+        "live from OpenStreetMap (needs internet) and cached on disk for next time.",
+    )
+    if kind == SOURCE_CITY:
+        st.selectbox(
+            "City",
+            panda.list_cities(),
+            key="w_city",
+            persist_state="session",
+            format_func=lambda c: (
+                panda.CITIES[c][1].split(":")[0] if c in panda.CITIES else "Rome (the paper's network)"
+            ),
+            help="Road networks shipped with the project (OpenStreetMap extracts): "
+            + "; ".join(f"**{k}**: {v[1]}" for k, v in panda.CITIES.items()),
+        )
+        ss.active_source = f"city:{ss.w_city}"
+        ss.net_error = None
+    else:
+        st.selectbox(
+            "Area",
+            [*BBOX_PRESETS, CUSTOM_BOX],
+            key="w_box_preset",
+            persist_state="session",
+            on_change=_on_box_preset_change,
+            help="The paper's three cities, or your own box (degrees, WGS84).",
+        )
+        c1, c2 = st.columns(2)
+        c1.number_input(
+            "West (lon °)",
+            -180.0,
+            180.0,
+            key="w_west",
+            format="%.4f",
+            persist_state="session",
+            help="Western edge, degrees of longitude.",
+        )
+        c2.number_input(
+            "East (lon °)",
+            -180.0,
+            180.0,
+            key="w_east",
+            format="%.4f",
+            persist_state="session",
+            help="Eastern edge, degrees of longitude.",
+        )
+        c1.number_input(
+            "South (lat °)",
+            -90.0,
+            90.0,
+            key="w_south",
+            format="%.4f",
+            persist_state="session",
+            help="Southern edge, degrees of latitude.",
+        )
+        c2.number_input(
+            "North (lat °)",
+            -90.0,
+            90.0,
+            key="w_north",
+            format="%.4f",
+            persist_state="session",
+            help="Northern edge, degrees of latitude.",
+        )
+        if st.button(
+            "Download road network", icon=":material/download:", help="Downloads drivable roads through osmnx."
+        ):
+            _download((ss.w_west, ss.w_south, ss.w_east, ss.w_north))
+        if ss.active_source.startswith("city:") and not ss.net_error:
+            st.caption("Press *Download* to use this box; until then the map shows the embedded city.")
+    if ss.net_error:
+        st.error(ss.net_error)
+    try:
+        with st.spinner("Loading the road network ..."):  # shown only if it takes more than 0.5 s
+            return state.network(ss.active_source)
+    except Exception as exc:  # a bbox from the URL that cannot be loaded here: fall back, say so
+        ss.net_error = (
+            f"**Could not load {ss.active_source}:** {exc}\n\nShowing the embedded city "
+            f"{panda.DEFAULT_CITY} instead. Embedded cities work offline: {_embedded_hint()}."
+        )
+        st.error(ss.net_error)
+        ss.active_source = f"city:{panda.DEFAULT_CITY}"
+        return state.network(ss.active_source)
+
+
+def _clamp(key: str, low: float, high: float) -> None:
+    ss = st.session_state
+    ss[key] = type(ss[key])(min(max(ss[key], low), high))
+
+
+def render() -> Params:
+    """Draw the sidebar and return the current view."""
+    ss = st.session_state
+    _init_state()
+    with st.sidebar:
+        net = _network_controls()
+        st.caption(f"{net.n_nodes:,} nodes, {net.n_edges:,} road segments. {panda.OSM_ATTRIBUTION}")
+
+        st.header("Instance")
+        k_max = int(min(RANGES["n_records"][1], net.n_nodes))
+        _clamp("w_K", min(RANGES["n_records"][0], k_max), k_max)
+        st.number_input(
+            "Secret records K",
+            min_value=int(min(RANGES["n_records"][0], k_max)),
+            max_value=k_max,
+            step=50,
+            key="w_K",
+            help="How many road-network nodes make up the secret domain: the places a user can be.",
+        )
+        _clamp("w_N", 2, min(RANGES["n_users"][1], ss.w_K))
+        _clamp("w_M", 1, min(RANGES["n_outputs"][1], ss.w_K))
+        c1, c2 = st.columns(2)
+        c1.number_input(
+            "Users N",
+            min_value=2,
+            max_value=int(min(RANGES["n_users"][1], ss.w_K)),
+            step=5,
+            key="w_N",
+            help="How many users report a perturbed location (each at a different record).",
+        )
+        c2.number_input(
+            "Outputs",
+            min_value=1,
+            max_value=int(min(RANGES["n_outputs"][1], ss.w_K)),
+            step=10,
+            key="w_M",
+            help="How many records may be reported (the output set Y, drawn from the records).",
+        )
+        st.number_input(
+            "Seed",
+            min_value=0,
+            max_value=int(RANGES["seed"][1]),
+            step=1,
+            key="w_seed",
+            help="Random seed of the records, users and anchor draws: the same seed gives the same view.",
+        )
+
+        st.header("PAnDA")
+        st.selectbox(
+            "Anchor selection (decay)",
+            list(DECAY_LABELS),
+            key="w_decay",
+            format_func=DECAY_LABELS.get,
+            help="How fast the chance of picking a record as an anchor falls with its distance from the user.",
+        )
+        st.radio(
+            "Preset",
+            ["artifact", "paper"],
+            key="w_preset",
+            horizontal=True,
+            on_change=_on_preset_change,
+            help="**artifact**: what the authors' published experiments did (rescaled decay, a tiny selection "
+            "probability beyond gamma, LP constraints only between anchors closer than 800 m): fast. "
+            "**paper**: the paper's text (every anchor pair constrained, the far value h(gamma)): exact but "
+            "each user picks about half of the records as anchors.",
+        )
+        st.slider(
+            "Privacy budget ε (1/km)",
+            *RANGES["epsilon_per_km"],
+            step=0.5,
+            key="w_eps",
+            help="How distinguishable two places may be: for two records 1 km apart, the chance of any output may "
+            "differ by at most a factor e^ε (for 200 m apart, e^(ε/5)). Smaller is more private.",
+        )
+        st.select_slider(
+            "Failure probability δ",
+            options=DELTA_OPTIONS,
+            key="w_delta",
+            format_func=_fmt_delta,
+            help="PAnDA promises the ε guarantee for a pair of users with probability at least 1 − δ (log scale).",
+        )
+        st.slider(
+            "Selection scale α",
+            *RANGES["alpha"],
+            step=0.01,
+            key="w_alpha",
+            help="The chance that the user's own record becomes an anchor (selection probability at 0 m).",
+        )
+        st.slider(
+            "Decay rate λ (1/km)",
+            *RANGES["lambda_per_km"],
+            step=0.05,
+            key="w_lambda",
+            help="How quickly the selection probability falls with distance (per km); larger = fewer, closer anchors.",
+        )
+        st.select_slider(
+            "Threshold distance γ",
+            options=GAMMA_OPTIONS,
+            key="w_gamma",
+            format_func=lambda g: _fmt_km(g, "auto"),
+            help="Records farther than γ from the user get one small constant selection probability. "
+            "'auto' uses the preset's rule (the largest distance divided by 50 or by the published table).",
+        )
+        st.slider(
+            "Neighbourhood size Γ",
+            *RANGES["neighbourhood_size"],
+            step=1,
+            key="w_Gamma",
+            help="For each anchor the server considers its Γ nearest records as where the user may truly be "
+            "when it sizes the safety margin.",
+        )
+        st.select_slider(
+            "LP constraint radius",
+            options=RADIUS_OPTIONS,
+            key="w_radius",
+            format_func=lambda r: _fmt_km(r, "all pairs"),
+            help="Constrain only anchor pairs closer than this (the published experiments: 800 m); "
+            "'all pairs' is the paper's definition and what the privacy guarantee needs.",
+        )
+        st.toggle(
+            "Compute the lower bound",
+            key="w_lb",
+            help="Also solve the Relaxed AnPO LP (no Phase-I cost, no margin): the best utility any mechanism on "
+            "these anchors could reach. It can be slow on dense settings; it has its own time limit.",
+        )
+        st.slider(
+            "Lower-bound time limit (s)",
+            *RANGES["lp_time_limit_s"],
+            step=1.0,
+            key="w_lbtime",
+            disabled=not ss.w_lb,
+            help="The lower-bound LP stops after this many seconds and is then shown as 'time limit'.",
+        )
+    return Params(
+        source=ss.active_source,
+        n_records=int(ss.w_K),
+        n_users=int(ss.w_N),
+        n_outputs=int(ss.w_M),
+        seed=int(ss.w_seed),
+        decay=ss.w_decay,
+        preset=ss.w_preset,
+        epsilon_per_km=float(ss.w_eps),
+        delta=float(ss.w_delta),
+        alpha=float(ss.w_alpha),
+        lambda_per_km=float(ss.w_lambda),
+        gamma_km=ss.w_gamma,
+        neighbourhood_size=int(ss.w_Gamma),
+        constraint_radius_km=ss.w_radius,
+        lower_bound=bool(ss.w_lb),
+        lp_time_limit_s=float(ss.w_lbtime),
+    )
+
+
+def write_query(p: Params) -> None:
+    """Put the view into the URL (only when it changed: no needless browser history updates)."""
+    wanted = to_query(p)
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)

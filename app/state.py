@@ -1,0 +1,259 @@
+"""The dashboard's caches: the ONLY module with st.cache_resource and st.cache_data.
+
+* Road networks and the worker processes are resources (``st.cache_resource``), shared by every
+  session; networks are read-only.
+* Instances, PAnDA results, lower bounds, sweeps, baselines and audits are data (``st.cache_data``):
+  keyed by plain hashable values, bounded (``max_entries``), each session gets its own copy.
+
+Cached functions are pure functions of their arguments and never call ``st.*`` (no cache spinners
+either: they may run in a helper thread). A progress callback, left out of the cache key by its
+leading underscore, only puts messages on a queue; :func:`call_with_progress` runs the function in a
+helper thread and shows those messages from the script thread. The heavy work itself (PAnDA runs,
+sweeps, baselines, the PmDP audit) runs in :mod:`app.worker`'s processes, with a memory cap and a
+time limit.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+import panda
+from app.params import parse_source
+from app.worker import WorkerPool
+
+__all__ = [
+    "MAX_LOWER_BOUND_ROWS",
+    "city_network",
+    "bbox_network",
+    "network",
+    "instance",
+    "panda_worker",
+    "panda_result",
+    "lower_bound",
+    "delta_sweep",
+    "baseline",
+    "pmdp_audit",
+    "call_with_progress",
+    "Job",
+    "start",
+    "config_items",
+    "clear_all",
+]
+
+#: Cached entries per function (each holds one instance or result; a few MB at most).
+MAX_ENTRIES = 16
+#: Largest Relaxed AnPO the dashboard solves (LP constraint rows = kept ordered pairs x outputs).
+#: Beyond this HiGHS needs longer than its time limit just to load the model.
+MAX_LOWER_BOUND_ROWS = 600_000
+#: Time limit of one PAnDA run or one delta sweep in the worker process, seconds.
+JOB_TIMEOUT_S = 90.0
+#: Config fields that change neither the anchor draws nor the Relaxed AnPO: the lower bound's cache key sets
+#: them to the dashboard's defaults (so the default view's lower bound reuses its own PAnDA run, and a
+#: delta or Gamma change reuses the bound).
+_NOT_IN_LOWER_BOUND = {"delta": 1e-7, "neighbourhood_size": 10}
+
+
+def config_items(config: panda.PandaConfig) -> tuple:
+    """A PandaConfig as a sorted tuple of (field, value): a plain, hashable cache key."""
+    return tuple(sorted(config.to_dict().items()))
+
+
+def _config(items: tuple) -> panda.PandaConfig:
+    return panda.PandaConfig(**dict(items))
+
+
+#: Worker processes for the heavy computations (one per core, at least 2, at most 4).
+N_WORKERS = min(max(os.cpu_count() or 2, 2), 4)
+
+
+def _close_workers(pool: WorkerPool) -> None:
+    pool.close()
+
+
+@st.cache_resource(max_entries=1, show_spinner=False, on_release=_close_workers)
+def panda_worker() -> WorkerPool:
+    """The worker processes of the heavy computations (memory cap, time limit), shared by all sessions."""
+    return WorkerPool(N_WORKERS)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def city_network(name: str) -> panda.RoadNetwork:
+    """An embedded city (offline)."""
+    return panda.load_city(name)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def bbox_network(west: float, south: float, east: float, north: float) -> panda.RoadNetwork:
+    """A live OpenStreetMap download (or its disk cache); raises OfflineError/DownloadError/ValueError."""
+    return panda.network_from_bbox(west, south, east, north)
+
+
+def network(source: str) -> panda.RoadNetwork:
+    """The road network of a source string (``city:<name>`` or ``bbox:w,s,e,n``)."""
+    kind, value = parse_source(source)
+    if kind == "city":
+        return city_network(str(value))
+    return bbox_network(*value)  # type: ignore[misc]
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def instance(source: str, n_records: int, n_users: int, n_outputs: int, seed: int) -> panda.Instance:
+    """The problem instance (records, outputs, prior, users, cost) of a view."""
+    return panda.make_instance(network(source), n_records=n_records, n_users=n_users, n_outputs=n_outputs, seed=seed)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def panda_result(
+    instance_key: tuple, items: tuple, seed: int, _progress: Callable[[str, float], None] | None = None
+) -> panda.PandaResult:
+    """One PAnDA run (``items``: :func:`config_items` of its config), in the worker process."""
+    inst = instance(*instance_key)
+    return panda_worker().run("run_panda", inst, items, seed, timeout_s=JOB_TIMEOUT_S, progress=_progress)
+
+
+def _lower_bound_items(items: tuple) -> tuple:
+    return tuple((k, _NOT_IN_LOWER_BOUND.get(k, v)) for k, v in items)
+
+
+def lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: float) -> dict:
+    """The Relaxed AnPO lower bound of a view (cached independently of delta and Gamma)."""
+    return _lower_bound(instance_key, _lower_bound_items(items), seed, float(time_limit_s))
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def _lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: float) -> dict:
+    from panda.lp import solve_mdp_lp
+
+    inst = instance(*instance_key)
+    config = _config(items)
+    res = panda_result(instance_key, items, seed)
+    out: dict[str, Any] = {"status": "not computed", "objective_m": float("nan"), "time_s": 0.0, "rows": 0}
+    union = res.anchor_union
+    if union.size == 0:
+        out["status"] = "no anchors"
+        return out
+    b = config.epsilon_per_km * res.pair_d_km
+    implied = b >= -np.log(config.lp_floor) if config.lp_floor > 0 else np.zeros(b.size, dtype=bool)
+    rows = int(2 * (~implied).sum() * inst.n_outputs)
+    out["rows"] = rows
+    if rows > MAX_LOWER_BOUND_ROWS:
+        out["status"] = "too large"
+        return out
+    weights = inst.prior[union] / inst.prior[union].sum()
+    cost = weights[:, None] * inst.cost_m[union]
+    t0 = time.perf_counter()
+    rel = solve_mdp_lp(
+        cost,
+        np.concatenate([res.pair_i, res.pair_j]),
+        np.concatenate([res.pair_j, res.pair_i]),
+        np.concatenate([b, b]),
+        eta=config.lp_floor,
+        time_limit_s=time_limit_s,
+        solver=config.lp_solver,
+    )
+    out.update(status=rel.lp.status, objective_m=float(rel.objective), time_s=time.perf_counter() - t0)
+    return out
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> list[dict]:
+    """PAnDA at several delta values (no lower bound): violation rate and flagged pairs per delta."""
+    inst = instance(*instance_key)
+    return panda_worker().run("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def baseline(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> Any:
+    """A baseline mechanism (panda.mechanisms.BASELINES[name]) on the view's instance, in the worker process."""
+    limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
+    return panda_worker().run(
+        "baseline", instance(*instance_key), name, float(epsilon_per_km), options, timeout_s=limit
+    )
+
+
+class Job:
+    """A cached computation running in a worker thread (so the page can render meanwhile).
+
+    The worker carries the script run's context, so cached functions work there; it never calls
+    ``st.*`` itself. If the script run is interrupted (a rerun), the worker still finishes and fills
+    the cache for the next run.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self.messages: queue.SimpleQueue = queue.SimpleQueue()
+        self._box: dict[str, Any] = {}
+        self._thread = threading.Thread(
+            target=self._work, args=(fn, args, kwargs), name="panda-dashboard-job", daemon=True
+        )
+        ctx = get_script_run_ctx(suppress_warning=True)
+        if ctx is not None:
+            add_script_run_ctx(self._thread, ctx)
+        self._thread.start()
+
+    def _work(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        try:
+            self._box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # relayed to the script thread by result()
+            self._box["error"] = exc
+
+    def done(self) -> bool:
+        """True when the computation has finished (or failed)."""
+        return not self._thread.is_alive()
+
+    def result(self, on_progress: Callable[[str, float], None] | None = None) -> Any:
+        """Wait for the value (relaying progress messages); raise the computation's exception."""
+        while True:
+            self._thread.join(0.05)
+            last = None
+            while not self.messages.empty():
+                last = self.messages.get()
+            if last is not None and on_progress is not None:
+                on_progress(*last)
+            if not self._thread.is_alive():
+                break
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
+
+
+def start(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
+    """Start ``fn(*args, **kwargs)`` in a worker thread; ``Job.result()`` waits for it."""
+    return Job(fn, *args, **kwargs)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def pmdp_audit(instance_key: tuple, items: tuple, seed: int, n_record_pairs: int) -> Any:
+    """The exact (eps, delta)-PmDP audit of a view's PAnDA run (panda.pmdp.audit_panda), in the worker process."""
+    res = panda_result(instance_key, items, seed)
+    inst = instance(*instance_key)
+    return panda_worker().run("audit_panda", res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S)
+
+
+def call_with_progress(
+    fn: Callable[..., Any], *args: Any, on_progress: Callable[[str, float], None], **kwargs: Any
+) -> Any:
+    """Call ``fn(*args, _progress=..., **kwargs)`` in a worker thread; relay its progress here.
+
+    ``on_progress(phase, fraction)`` runs in the calling (script) thread, so it may update
+    Streamlit elements; a cached ``fn`` that hits its cache reports nothing. Exceptions of ``fn`` are
+    raised again here.
+    """
+    messages: queue.SimpleQueue = queue.SimpleQueue()
+    job = Job(fn, *args, _progress=lambda phase, fraction: messages.put((phase, fraction)), **kwargs)
+    job.messages = messages
+    return job.result(on_progress)
+
+
+def clear_all() -> None:
+    """Drop every cached value (tests)."""
+    st.cache_data.clear()
+    st.cache_resource.clear()

@@ -1,0 +1,394 @@
+"""The dashboard under streamlit.testing.v1.AppTest (no browser), plus its pure builders.
+
+Small views (K = 200 through the link's query parameters) keep the file fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("pydeck")
+pytest.importorskip("plotly")
+
+import streamlit as st  # noqa: E402
+from conftest import OAKLAND_BBOX, ROOT  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+APP = str(ROOT / "app" / "streamlit_app.py")
+PAGES = ["app_pages/explore.py", "app_pages/compare.py", "app_pages/audit.py", "app_pages/learn.py"]
+SMALL = {"K": "200", "N": "12", "M": "50"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def release_resources():
+    """At the end of the file, drop every cached resource (this stops the dashboard's worker process)."""
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture(autouse=True)
+def clear_caches():
+    """Streamlit's caches are process-global: every test starts with empty data caches and networks.
+
+    The worker process (a stateless cache_resource) is kept from test to test: starting it costs seconds.
+    """
+    from app import state
+
+    st.cache_data.clear()
+    state.city_network.clear()
+    state.bbox_network.clear()
+    yield
+    st.cache_data.clear()
+
+
+def make_app(**query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in {**SMALL, **query}.items():
+        at.query_params[key] = value
+    return at
+
+
+def run_ok(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r} among {[m.label for m in at.metric]}")
+
+
+def deck_spec(at: AppTest) -> dict:
+    charts = at.get("deck_gl_json_chart")
+    assert len(charts) == 1
+    return json.loads(charts[0].proto.json)
+
+
+# --------------------------------------------------------------------------------------------
+# The app
+# --------------------------------------------------------------------------------------------
+
+
+def test_explore_renders_on_the_default_city():
+    at = run_ok(make_app())
+    assert at.title[0].value == "Explore"
+    assert metric(at, "LP status") == "Optimal"
+    assert metric(at, "Anchor union |A|").isdigit()
+    assert metric(at, "Utility loss at users").endswith(" m")
+    assert "neubrandenburg" in at.main.caption[0].value
+    assert any("OpenStreetMap contributors" in c.value for c in at.main.caption)
+    assert len(at.get("plotly_chart")) == 1  # only the open chart tab draws
+    assert [b.label for b in at.download_button] == [
+        "Configuration (JSON)",
+        "Result summary (JSON)",
+        "Perturbation matrix (CSV)",
+    ]
+
+
+@pytest.mark.parametrize("tab", ["Utility vs bound", "Violations vs δ", "Time per phase"])
+def test_each_chart_tab_draws_its_chart(tab):
+    at = make_app()
+    at.session_state["chart_tab"] = tab
+    run_ok(at)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    title = json.loads(charts[0].proto.spec)["layout"]["title"]["text"]
+    assert title.split()[0] in tab or tab.split()[0] in title
+
+
+@pytest.mark.parametrize("page", PAGES[1:])
+def test_every_page_renders(page):
+    at = run_ok(make_app())
+    at.switch_page(page)
+    run_ok(at)
+    title = page.split("/")[-1].removesuffix(".py").capitalize()
+    assert at.title[0].value == title
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_compare_builds_the_baselines():
+    pytest.importorskip("panda.mechanisms")
+    at = run_ok(make_app())
+    at.switch_page("app_pages/compare.py")
+    run_ok(at)
+    table = at.dataframe[0].value
+    assert list(table["method"]) == ["PAnDA-e", "EM", "EM+BR", "LP+CA"]
+    assert table["loss_m"].notna().all()
+    assert (table["violation_rate"].between(0, 1)).all()
+    assert (table.loc[table["method"] == "EM", "violation_rate"] == 0).all()  # EM is eps-mDP
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_compare_without_the_baselines_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "panda.mechanisms", None)  # `import panda.mechanisms` now fails
+    at = run_ok(make_app())
+    at.switch_page("app_pages/compare.py")
+    run_ok(at)
+    assert any("not available" in i.value for i in at.info)
+
+
+def test_epsilon_slider_changes_a_metric():
+    at = run_ok(make_app())
+    before = metric(at, "Phase-I spend (median)"), metric(at, "User-pair violation rate")
+    at.slider(key="w_eps").set_value(20.0)
+    run_ok(at)
+    after = metric(at, "Phase-I spend (median)"), metric(at, "User-pair violation rate")
+    assert after != before
+    assert at.query_params["eps"] == ["20"] or at.query_params["eps"] == "20"
+
+
+def test_preset_switch_changes_the_run_and_the_link():
+    at = run_ok(make_app())
+    assert at.radio(key="w_preset").value == "artifact"
+    assert at.select_slider(key="w_radius").value == 0.8
+    at.radio(key="w_preset").set_value("paper")
+    run_ok(at)
+    assert at.select_slider(key="w_radius").value is None  # the paper constrains every anchor pair
+    assert metric(at, "Anchor union |A|") == "200"  # h(gamma) far value: every record becomes an anchor
+    assert _qp(at, "preset") == "paper" and _qp(at, "radius") == "all"
+
+
+def test_map_holds_the_requested_layers():
+    at = run_ok(make_app())
+    spec = deck_spec(at)
+    ids = [layer["id"] for layer in spec["layers"]]
+    assert ids == ["roads", "records", "surrogates", "perturbation", "anchors", "users"]
+    assert "mapProvider" not in spec or spec["mapProvider"] is None
+    # A missing mapStyle makes Streamlit's front end fetch a Carto basemap: it must be pydeck's placeholder.
+    assert "mapStyle" in spec and "http" not in str(spec["mapStyle"])
+    assert "http" not in json.dumps({k: v for k, v in spec.items() if k != "layers"})
+    assert spec["layers"][-1]["data"][0]["tooltip"].startswith("User 0")
+    at.pills(key="layers").set_value(["roads", "users", "violations"])
+    run_ok(at)
+    ids = [layer["id"] for layer in deck_spec(at)["layers"]]
+    assert ids[0] == "roads" and ids[-1] == "users" and set(ids) <= {"roads", "users", "violations"}
+
+
+def test_query_parameters_round_trip():
+    query = {
+        "decay": "p",
+        "eps": "7.5",
+        "delta": "0.001",
+        "alpha": "0.9",
+        "lambda": "1",
+        "gamma": "0.2",
+        "Gamma": "5",
+        "radius": "0.4",
+        "seed": "3",
+        "lb": "0",
+    }
+    at = run_ok(make_app(**query))
+    assert at.selectbox(key="w_decay").value == "power"
+    assert at.slider(key="w_eps").value == 7.5
+    assert at.select_slider(key="w_delta").value == 1e-3
+    assert at.select_slider(key="w_gamma").value == 0.2
+    assert at.select_slider(key="w_radius").value == 0.4
+    assert at.number_input(key="w_seed").value == 3
+    assert metric(at, "Relaxed lower bound") == "off"
+    for key, value in {**SMALL, **query}.items():
+        assert _qp(at, key) == value, key
+    at.slider(key="w_alpha").set_value(0.8)
+    run_ok(at)
+    assert _qp(at, "alpha") == "0.8"
+
+
+def test_bad_query_parameters_are_ignored_not_fatal():
+    at = run_ok(make_app(eps="lots", K="-3", city="atlantis"))
+    assert at.slider(key="w_eps").value == 5.0
+    assert _qp(at, "city") == "neubrandenburg" and _qp(at, "eps") == "5"
+    assert any("atlantis" in t.value for t in at.toast)
+
+
+def test_inverted_bounding_box_shows_an_error():
+    at = run_ok(make_app())
+    at.radio(key="w_source_kind").set_value("Bounding box (live download)")
+    run_ok(at)
+    at.number_input(key="w_west").set_value(13.0)
+    at.number_input(key="w_east").set_value(12.0)
+    at.button[0].click()
+    run_ok(at)
+    errors = [e.value for e in at.sidebar.error]
+    assert errors and "inverted" in errors[0] and "west" in errors[0]
+    assert metric(at, "LP status") == "Optimal"  # the rest of the page keeps working on the city
+
+
+def test_offline_download_names_the_embedded_cities(osmnx_settings, closed_port_url):
+    osmnx_settings.overpass_url = closed_port_url
+    at = run_ok(make_app())
+    at.radio(key="w_source_kind").set_value("Bounding box (live download)")
+    run_ok(at)
+    at.selectbox(key="w_box_preset").set_value("Custom box")
+    at.number_input(key="w_west").set_value(13.25)
+    at.number_input(key="w_south").set_value(53.55)
+    at.number_input(key="w_east").set_value(13.26)
+    at.number_input(key="w_north").set_value(53.56)
+    at.button[0].click()
+    run_ok(at)
+    errors = [e.value for e in at.sidebar.error]
+    assert errors and "No connection" in errors[0]
+    assert "neubrandenburg" in errors[0] and "kotka" in errors[0]
+    assert _qp(at, "city") == "neubrandenburg"
+
+
+def test_download_through_the_stub_switches_the_network(overpass_stub, tmp_path, monkeypatch):
+    from panda import network as pn
+
+    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path)
+    at = run_ok(make_app())
+    at.radio(key="w_source_kind").set_value("Bounding box (live download)")
+    run_ok(at)
+    at.selectbox(key="w_box_preset").set_value("Custom box")
+    west, south, east, north = OAKLAND_BBOX
+    for key, value in (("w_west", west), ("w_south", south), ("w_east", east), ("w_north", north)):
+        at.number_input(key=key).set_value(value)
+    at.button[0].click()
+    run_ok(at)
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert "bbox" in at.query_params and "city" not in at.query_params
+    assert at.number_input(key="w_K").value <= 22  # clamped to the small network
+    assert metric(at, "LP status") == "Optimal"
+
+
+def _qp(at: AppTest, key: str) -> str:
+    value = at.query_params[key]
+    return value[-1] if isinstance(value, list) else value
+
+
+# --------------------------------------------------------------------------------------------
+# Pure builders
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_view():
+    import panda
+    from app.params import Params, to_config
+
+    net = panda.load_city("kotka")
+    inst = panda.make_instance(net, n_records=120, n_users=10, n_outputs=40, seed=1)
+    p = Params(source="city:kotka", n_records=120, n_users=10, n_outputs=40, seed=1)
+    result = panda.run_panda(inst, to_config(p), seed=1)
+    return net, inst, p, result
+
+
+def test_params_round_trip_through_the_link():
+    from app.params import Params, from_query, to_query
+
+    p = Params(
+        decay="logistic",
+        preset="paper",
+        epsilon_per_km=12.5,
+        delta=1e-3,
+        gamma_km=0.3,
+        constraint_radius_km=None,
+        n_records=300,
+        lower_bound=False,
+    )
+    back, problems = from_query(to_query(p))
+    assert back == p and problems == []
+    back, problems = from_query({"eps": "x", "delta": "2", "decay": "q"})
+    assert back == Params() and len(problems) == 3
+
+
+def test_deck_layers_and_tooltips(small_view):
+    from app import analysis, maps
+
+    net, inst, _, result = small_view
+    deck = maps.build_deck(net, inst, result, layers=tuple(maps.LAYERS), pairs=analysis.user_pairs(result, inst))
+    spec = json.loads(deck.to_json())
+    ids = [layer["id"] for layer in spec["layers"]]
+    assert ids[0] == "roads" and ids[-1] == "users"
+    assert set(ids) <= set(maps.LAYERS)
+    for layer in spec["layers"]:
+        if layer.get("pickable"):
+            assert all("tooltip" in row for row in layer["data"])
+    assert spec.get("mapProvider") in (None, "")
+
+
+def test_user_pairs_match_run_panda(small_view):
+    from app import analysis
+
+    _, inst, _, result = small_view
+    pairs = analysis.user_pairs(result, inst)
+    if pairs.size:
+        assert pairs.violated.mean() == pytest.approx(result.user_pair_violation_rate)
+    loss = analysis.user_loss_m(result, inst)
+    assert np.nanmean(loss) == pytest.approx(result.loss_expected_m)
+
+
+def test_charts_and_exports_build(small_view):
+    import plotly.graph_objects as go
+
+    from app import analysis, charts, export
+
+    _, inst, p, result = small_view
+    figs = [
+        charts.budget_split(analysis.budget_shares(result)),
+        charts.utility(result, None),
+        charts.utility(result, {"status": "too large", "objective_m": float("nan"), "rows": 10}),
+        charts.timings(result.timings_s),
+        charts.violation_vs_delta(
+            [
+                {
+                    "delta": 1e-7,
+                    "violation_rate": 0.5,
+                    "over_budget_share": 1.0,
+                    "unreachable_share": 1.0,
+                    "loss_m": 100.0,
+                }
+            ],
+            1e-7,
+        ),
+        charts.decay_curves(result.config, result.gamma_km, inst.d_max_km),
+        charts.mdp_allowance(5.0),
+        charts.compare_bars(
+            [
+                {
+                    "method": "PAnDA-e",
+                    "loss_m": 1.0,
+                    "violation_rate": float("nan"),
+                    "adversary_error_m": 2.0,
+                    "time_s": 0.1,
+                }
+            ]
+        ),
+    ]
+    assert all(isinstance(f, go.Figure) for f in figs)
+    summary = json.loads(export.summary_json(result))
+    assert summary["lp_status"] == result.lp_status
+    config = json.loads(export.config_json(p, result.config))
+    assert config["panda_config"]["epsilon_per_km"] == p.epsilon_per_km
+    csv = export.matrix_csv(result, inst).splitlines()
+    assert len(csv) == 2 + result.n_anchors
+    assert len(csv[1].split(",")) == 3 + inst.n_outputs
+
+
+def test_worker_survives_memory_errors_and_timeouts():
+    """A runaway setting fails in the worker process (MemoryError, time limit); the next job works."""
+    import panda
+    from app.state import config_items
+    from app.worker import JobTimeout, PandaWorker, WorkerError
+
+    inst = panda.make_instance(panda.load_city("kotka"), n_records=200, n_users=10, n_outputs=40, seed=0)
+    fine = config_items(panda.preset("artifact"))
+    # gamma = 5 km: every record is 'near' every other one; the safety margins need gigabytes.
+    runaway = config_items(panda.preset("artifact", gamma_km=5.0, constraint_radius_km=5.0, decay="logistic"))
+    worker = PandaWorker(memory_bytes=int(1.5 * 2**30))
+    try:
+        with pytest.raises(WorkerError, match="MemoryError"):
+            worker.run("run_panda", inst, runaway, 0, timeout_s=60)
+        assert worker.run("run_panda", inst, fine, 0, timeout_s=60).lp_status == "Optimal"
+        with pytest.raises(JobTimeout):
+            worker.run("delta_sweep", inst, fine, 0, tuple(np.logspace(-9, -1, 5000)), timeout_s=1.0)
+        assert worker.run("run_panda", inst, fine, 0, timeout_s=60).lp_status == "Optimal"
+    finally:
+        worker.close()

@@ -1,0 +1,277 @@
+"""End to end in a real Chromium: `streamlit run app` on a loopback port, driven with playwright.
+
+Checks that the map canvas draws (not blank), that moving the epsilon slider re-renders the numbers,
+that every page opens without a console error or an exception box, and that the page never asks a
+host other than 127.0.0.1/localhost for anything. Prints the first-render and slider re-render times
+and saves screenshots under test-artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+#: Page name -> a selector that shows the page has rendered its main content.
+PAGES = {
+    "Compare": '[data-testid="stDataFrame"]',
+    "Audit": '[data-testid="stDataFrame"]',
+    "Learn": '[data-testid="stPlotlyChart"] >> nth=1',
+}
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                if resp.status == 200 and resp.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"streamlit did not become healthy within {timeout_s:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def server():
+    """`streamlit run app` on a free loopback port; stopped at teardown."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(ARTIFACTS / "streamlit-server.log", "wb")  # noqa: SIM115 (closed in the finally)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app",
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        f"--server.port={port}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_healthy(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _pixel_spread(png: bytes) -> float:
+    """Standard deviation of the grey levels of a PNG (0 for a blank, single-colour image)."""
+    from PIL import Image, ImageStat
+
+    img = Image.open(io.BytesIO(png)).convert("L")
+    return float(ImageStat.Stat(img).stddev[0])
+
+
+def _metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text(label, exact=True))
+    return box.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+_BUSY_JS = """() => !!document.querySelector('[data-testid="stStatusWidget"]')
+    || document.querySelectorAll('[data-stale="true"]').length > 0
+    || document.querySelectorAll('[data-testid="stSpinner"]').length > 0"""
+
+
+def _wait_idle(page, timeout_s: float = 60.0) -> None:
+    """Wait until the script run is over: no 'Running...' widget, no stale element, no spinner, for 0.45 s.
+
+    (Streamlit shows its status widget only about 0.5 s into a run, but marks the elements of the
+    previous run stale at once; both, and the page's own spinners, must be gone.)
+    """
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while quiet < 3:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the page was still busy after {timeout_s:.0f} s")
+        quiet = 0 if page.evaluate(_BUSY_JS) else quiet + 1
+        page.wait_for_timeout(150)
+
+
+def _wait_map_drawn(page, timeout_s: float = 60.0) -> float:
+    canvas = page.locator('[data-testid="stDeckGlJsonChart"] canvas').first
+    canvas.wait_for(state="visible", timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    spread = 0.0
+    while time.monotonic() < deadline:
+        spread = _pixel_spread(canvas.screenshot())
+        if spread > 5.0:
+            return spread
+        time.sleep(0.2)
+    return spread
+
+
+def _first_render(browser, url: str) -> tuple[float, float]:
+    """Open the app in a fresh browser context; seconds until the page is complete and the map drawn."""
+    context = browser.new_context(viewport={"width": 1600, "height": 2600})
+    try:
+        page = context.new_page()
+        t0 = time.perf_counter()
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_text("LP status", exact=True).wait_for(timeout=120_000)
+        spread = _wait_map_drawn(page)
+        _wait_idle(page)
+        return time.perf_counter() - t0, spread
+    finally:
+        context.close()
+
+
+def test_dashboard_in_a_real_browser(server, browser):
+    context = browser.new_context(viewport={"width": 1600, "height": 2600})
+    page = context.new_page()
+    console_errors: list[str] = []
+    outside: list[str] = []
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: console_errors.append(f"page error: {exc}"))
+
+    def on_request(request) -> None:
+        host = urlsplit(request.url).hostname or ""
+        if request.url.startswith(("data:", "blob:", "about:")):
+            return
+        if host not in LOCAL_HOSTS:
+            outside.append(request.url)
+
+    page.on("request", on_request)
+    try:
+        # First full render: from navigation to metrics shown and the map drawn.
+        t0 = time.perf_counter()
+        page.goto(server, wait_until="domcontentloaded")
+        page.get_by_text("LP status", exact=True).wait_for(timeout=120_000)
+        spread = _wait_map_drawn(page)
+        _wait_idle(page)
+        first_render_s = time.perf_counter() - t0
+        page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
+        page.locator('[data-testid="stDeckGlJsonChart"]').first.screenshot(path=str(ARTIFACTS / "explore-map.png"))
+        assert spread > 5.0, f"the map canvas stayed blank (grey-level spread {spread:.2f})"
+        assert _metric(page, "LP status") == "Optimal"
+        assert "eps=5" in page.url
+
+        # A slider change: arrow key on the epsilon slider's thumb, until the numbers change.
+        before = _metric(page, "Phase-I spend (median)")
+        thumb = (
+            page.locator('[data-testid="stSlider"]').filter(has_text="Privacy budget ε").locator('input[type="range"]')
+        )
+        thumb.focus()
+        t1 = time.perf_counter()
+        thumb.press("ArrowRight")
+        page.wait_for_function(
+            """([label, before]) => {
+                const boxes = [...document.querySelectorAll('[data-testid="stMetric"]')];
+                const box = boxes.find(b => b.innerText.startsWith(label));
+                return box && !box.innerText.includes(before);
+            }""",
+            arg=["Phase-I spend (median)", before],
+            timeout=60_000,
+        )
+        _wait_idle(page)
+        _wait_map_drawn(page)
+        slider_s = time.perf_counter() - t1
+        after = _metric(page, "Phase-I spend (median)")
+        assert after != before
+        assert "eps=5.5" in page.url
+        page.screenshot(path=str(ARTIFACTS / "explore-eps-5.5.png"), full_page=True)
+
+        # The chart tabs beside the map: each draws its chart when opened.
+        for tab in ("Utility vs bound", "Violations vs δ", "Time per phase"):
+            page.get_by_role("tab", name=tab).click()
+            page.locator('[data-testid="stPlotlyChart"]').filter(has_text=tab.split()[0]).first.wait_for(
+                timeout=120_000
+            )
+            _wait_idle(page)
+        page.locator('[data-testid="stPlotlyChart"]').first.screenshot(path=str(ARTIFACTS / "explore-time-tab.png"))
+        page.get_by_role("tab", name="Violations vs δ").click()
+        page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Violations").first.wait_for(timeout=120_000)
+        _wait_idle(page)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(ARTIFACTS / "explore-delta-tab.png"), full_page=True)
+
+        # Every other page.
+        page_s = {}
+        for name, ready in PAGES.items():
+            t2 = time.perf_counter()
+            page.locator('[data-testid="stSidebarNav"]').get_by_text(name, exact=True).click()
+            page.locator("h1").filter(has_text=name).wait_for(timeout=120_000)
+            page.locator(ready).first.wait_for(timeout=120_000)
+            _wait_idle(page, timeout_s=120)
+            page_s[name] = time.perf_counter() - t2
+            page.wait_for_timeout(500)  # let plotly finish its transitions before the screenshot
+            page.screenshot(path=str(ARTIFACTS / f"{name.lower()}.png"), full_page=True)
+            assert page.locator('[data-testid="stException"]').count() == 0, f"exception on {name}"
+            assert "eps=5.5" in page.url, f"{name} lost the view's link: {page.url}"
+
+        # The same first render again, in a new browser, now that the server's caches are warm.
+        warm_render_s, _ = _first_render(browser, server)
+        print(
+            f"\n[browser timings] first full render {first_render_s:.2f} s (server just started), "
+            f"{warm_render_s:.2f} s (new browser, warm server); epsilon slider re-render {slider_s:.2f} s; "
+            + "; ".join(f"{k} page {v:.2f} s" for k, v in page_s.items())
+            + f"; map grey-level spread {spread:.1f}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
+        (ARTIFACTS / "browser-timings.txt").write_text(
+            f"first_render_s={first_render_s:.3f}\nfirst_render_warm_server_s={warm_render_s:.3f}\n"
+            f"slider_rerender_s={slider_s:.3f}\n" + "".join(f"page_{k.lower()}_s={v:.3f}\n" for k, v in page_s.items())
+        )
+        assert not console_errors, console_errors
+        assert not outside, f"requests to outside hosts: {outside[:5]}"
+        # Generous bounds: they catch a hang, not a slow machine (the targets are 10 s and 3 s).
+        assert first_render_s < 90 and slider_s < 30
+    finally:
+        context.close()
