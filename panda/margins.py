@@ -25,7 +25,19 @@ from scipy.spatial import cKDTree
 from panda.accounting import phase1_cost_sparse
 from panda.anchors import SelectionModel, _unit_vectors
 
-__all__ = ["MarginResult", "surrogate_probabilities", "margin_for_records", "safety_margins", "nearest_records"]
+#: Upper bound on the candidate surrogate pairs one margin search may examine (work and memory).
+MAX_MARGIN_CANDIDATES = 3e8
+#: Candidates handled at once (bounds the memory of a chunk to a few hundred MB).
+CHUNK_CANDIDATES = 2_000_000
+
+__all__ = [
+    "MAX_MARGIN_CANDIDATES",
+    "MarginResult",
+    "surrogate_probabilities",
+    "margin_for_records",
+    "safety_margins",
+    "nearest_records",
+]
 
 
 def surrogate_probabilities(model: SelectionModel, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -133,6 +145,10 @@ def margin_for_records(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``xi_{p,q}(target)`` for record pairs (vectorised Algorithms 1-2).
 
+    Each distinct record pair's candidates are built and sorted once, whatever the number of
+    queries (targets) on it; the work is done in chunks of at most :data:`CHUNK_CANDIDATES`
+    candidates. Raises ``ValueError`` when more than :data:`MAX_MARGIN_CANDIDATES` would be needed.
+
     Returns ``(xi, reached)``; ``xi`` is ``inf`` (or the second-largest candidate with
     ``fallback="second_largest"``) where ``reached`` is False.
     """
@@ -146,9 +162,49 @@ def margin_for_records(
     up, uq = keys // k, keys % k
     if table is None:
         table = _NearTable(model, np.unique(np.concatenate([up, uq])))
+    counts = table.len[table.rows(up)] * table.len[table.rows(uq)]
+    total_work = float(counts.sum())
+    if total_work > MAX_MARGIN_CANDIDATES:
+        msg = (
+            f"The safety-margin search would examine {total_work:.3g} surrogate-pair candidates (limit "
+            f"{MAX_MARGIN_CANDIDATES:.0e}): gamma = {model.gamma_km * 1000:.0f} m puts about "
+            f"{np.median(table.len):.0f} records within gamma of a typical record. Use a smaller gamma_km, "
+            "fewer records or a smaller neighbourhood_size."
+        )
+        raise ValueError(msg)
+    xi = np.full(p.size, np.inf)
+    reached = np.zeros(p.size, dtype=bool)
+    q_order = np.argsort(inverse, kind="stable")
+    q_sorted = inverse[q_order]
+    cum_counts = np.cumsum(counts)
+    start = 0
+    while start < keys.size:
+        stop = max(
+            start + 1, int(np.searchsorted(cum_counts, cum_counts[start] - counts[start] + CHUNK_CANDIDATES, "right"))
+        )
+        lo_q, hi_q = np.searchsorted(q_sorted, [start, stop])
+        queries = q_order[lo_q:hi_q]
+        x, r = _margin_unique(
+            model, up[start:stop], uq[start:stop], inverse[queries] - start, target[queries], fallback, table
+        )
+        xi[queries], reached[queries] = x, r
+        start = stop
+    return xi, reached
+
+
+def _margin_unique(
+    model: SelectionModel,
+    up: np.ndarray,
+    uq: np.ndarray,
+    inverse: np.ndarray,
+    target: np.ndarray,
+    fallback: str,
+    table: _NearTable,
+) -> tuple[np.ndarray, np.ndarray]:
+    k = model.instance.n_records
     rp, rq = table.rows(up), table.rows(uq)
     counts = table.len[rp] * table.len[rq]
-    n_u = keys.size
+    n_u = up.size
     seg_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
     total = int(counts.sum())
     seg = np.repeat(np.arange(n_u), counts)
@@ -242,7 +298,7 @@ def safety_margins(model: SelectionModel, x: np.ndarray, x2: np.ndarray) -> Marg
         xi_hat[todo[hopeless]] = np.inf
         unreachable[todo[hopeless]] = True
         todo = todo[~hopeless]
-    step = max(1, 400_000 // (g * g))
+    step = max(1, 5_000_000 // (g * g))  # queries per call; candidates are deduplicated inside
     for start in range(0, todo.size, step):
         chunk = todo[start : start + step]
         pp = np.repeat(nb[ia[chunk]], g, axis=1).ravel()
