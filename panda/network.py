@@ -7,9 +7,11 @@ connected component, so that every shortest-path distance between two of its nod
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import gzip
+import hashlib
 import json
 import math
 import numbers
@@ -376,8 +378,22 @@ def load_city(name: str = DEFAULT_CITY) -> RoadNetwork:
 
 @functools.lru_cache(maxsize=8)
 def _load_embedded(key: str) -> RoadNetwork:
+    # Parsing OSM XML takes seconds; the parsed network is cached as .npz, keyed by the file's hash.
     filename, _ = CITIES[key]
-    net = network_from_file(DATA_DIR / filename, name=key)
+    path = DATA_DIR / filename
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    cache_file = DATA_DIR / "cache" / "cities" / f"{key}-{digest}.npz"
+    if cache_file.is_file():
+        try:
+            net = _load_network_npz(cache_file)
+            return dataclasses.replace(net, source=str(path.resolve()))
+        except (OSError, ValueError, KeyError):
+            pass  # unreadable cache: parse again
+    net = network_from_file(path, name=key)
+    try:
+        _save_network_npz(net, cache_file)
+    except OSError:
+        pass  # a read-only install still works, only slower
     return net
 
 
