@@ -25,9 +25,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["LPResult", "MdpLPResult", "solve_lp", "solve_mdp_lp", "repair_to_exponents", "SOLVERS", "MAX_EXPONENT"]
+__all__ = ["LPResult", "MdpLPResult", "solve_lp", "solve_mdp_lp", "repair_to_exponents", "SOLVERS", "MAX_EXPONENT", "MAX_LP_ROWS"]
 
 SOLVERS = ("ipm", "simplex", "choose", "pdlp")
+
+#: LPs with more rows than this are not built (memory: a few GB at this size on these machines);
+#: the outcome says "Too large" and the solve counts as unsolved.
+MAX_LP_ROWS = 8_000_000
 
 #: HiGHS treats matrix values >= 1e15 as infinite and refuses the model. Exponents above this cap
 #: are lowered to it: the constraint gets tighter (the guarantee holds), and the count is reported.
@@ -304,6 +308,7 @@ def solve_mdp_lp(
     time_limit_s: float = 600.0,
     solver: str = "ipm",
     reduce: bool = True,
+    max_rows: int = MAX_LP_ROWS,
 ) -> MdpLPResult:
     """Solve the mDP-shaped LP described in the module docstring.
 
@@ -323,6 +328,8 @@ def solve_mdp_lp(
     reduce
         Apply the exact reductions (implied pairs, contraction of identical rows). ``False`` builds
         the monolithic LP, for comparison.
+    max_rows
+        Do not build an LP with more rows than this (reported as "Too large", unsolved).
     """
     t0 = time.perf_counter()
     cost = np.asarray(cost, dtype=float)
@@ -373,6 +380,29 @@ def solve_mdp_lp(
         gi, gj, gb = gi[first], gj[first], gb[first]
     n_kept = int(gi.size)
 
+    if n_groups + n_kept * m > max_rows:
+        too = LPResult(
+            status=f"Too large: {n_groups + n_kept * m:,} rows (limit {max_rows:,})",
+            success=False,
+            x=None,
+            objective=float("nan"),
+            time_s=0.0,
+            n_rows=n_groups + n_kept * m,
+            n_cols=n_groups * m,
+            n_nonzeros=0,
+            solver=solver,
+        )
+        return MdpLPResult(
+            lp=too,
+            z=None,
+            objective=float("nan"),
+            n_pairs_given=n_given,
+            n_pairs_implied=n_implied,
+            n_pairs_kept=n_kept,
+            n_groups=n_groups,
+            eta=float(eta),
+            build_time_s=time.perf_counter() - t0,
+        )
     # Variables: z[g, y] at column g * m + y. Rows: n_groups equalities, then n_kept * m inequalities.
     n_cols = n_groups * m
     eq_rows = np.repeat(np.arange(n_groups), m)

@@ -395,3 +395,11 @@ def test_recommended_preset_is_the_recorded_sweep_winner():
         best[0], best[1], best[2], best[3], best[4]
     )
     assert rec.bayes_adjustment is False
+
+
+def test_lp_too_large_is_reported_not_built(small):
+    d = small.d_km
+    i, j = np.nonzero(~np.eye(small.n_records, dtype=bool))
+    res = solve_mdp_lp(small.cost_m, i, j, 5.0 * d[i, j], eta=0.0, reduce=False, max_rows=1000)
+    assert not res.success and res.z is None
+    assert res.lp.status.startswith("Too large")
