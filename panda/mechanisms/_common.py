@@ -45,6 +45,8 @@ def unsolved_status(lp_status: str, elapsed_s: float) -> str:
     """Return the status line of an LP mechanism whose solve did not reach optimality."""
     if "time limit" in lp_status.lower():
         return f"unsolved: time limit after {elapsed_s:.1f} s"
+    if lp_status.startswith("Too large"):
+        return f"unsolved: {lp_status}"
     return f"failed: HiGHS reports {lp_status!r}"
 
 
