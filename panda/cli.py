@@ -390,7 +390,8 @@ def _add_experiment_parser(subparsers: argparse._SubParsersAction) -> None:
             "Run every method on shared instances, one per (network, K, repetition), and write rows.csv "
             "(one row per network, K, preset, epsilon, delta, method, repetition; appended as each row "
             "finishes), experiment.json (settings, seeds, versions, hash), tables.md (paper's Tables 2 and 4 "
-            "shape) and figures/. Rerunning into the same --out folder resumes. Options override --config."
+            "shape) and figures/. Rerunning into the same --out folder resumes. Options override --config; "
+            "defaults in parentheses."
         ),
         epilog=(
             "Examples: python -m panda experiment --networks kotka --K 40,60 --methods em,em-br,panda-e "
@@ -399,24 +400,29 @@ def _add_experiment_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--config", metavar="TOML", help="experiment file ([experiment] and [run] tables)")
-    p.add_argument("--networks", type=_csv_list(str, "--networks"), help="comma-separated networks (default kotka)")
-    p.add_argument("--K", dest="k_values", type=_csv_list(int, "--K"), help="comma-separated domain sizes K")
-    p.add_argument("--methods", type=_csv_list(str, "--methods"), help="comma-separated method names")
-    p.add_argument("--preset", dest="presets", type=_csv_list(str, "--preset"), help="comma-separated presets")
-    p.add_argument("--epsilon", dest="epsilons_per_km", type=_csv_list(float, "--epsilon"), help="budgets, 1/km")
-    p.add_argument("--delta", dest="deltas", type=_csv_list(float, "--delta"), help="PmDP deltas")
-    p.add_argument("--users", dest="n_users", type=int, help="N users per instance (default 50)")
-    p.add_argument("--outputs", dest="n_outputs", type=int, help="|Y| outputs per instance (default 100)")
-    p.add_argument("--tasks", dest="n_tasks", type=int, help="tasks in the utility cost (default 1)")
-    p.add_argument("--repeats", type=int, help="repetitions (instances) per network and K (default 1)")
-    p.add_argument("--seed", type=int, help="base seed (default 0)")
-    p.add_argument("--time-limit", dest="time_limit_s", type=float, help="per-method limit, s (default 1800)")
-    p.add_argument("--out", help="output folder (default results/experiment)")
+    p.add_argument("--networks", metavar="NAMES", type=_csv_list(str, "--networks"), help="networks (default kotka)")
+    p.add_argument("--K", dest="k_values", metavar="LIST", type=_csv_list(int, "--K"), help="domain sizes (100,200)")
+    p.add_argument(
+        "--methods", metavar="NAMES", type=_csv_list(str, "--methods"), help="methods (em,em-br,lp-ca,panda-e)"
+    )
+    p.add_argument("--preset", dest="presets", metavar="NAMES", type=_csv_list(str, "--preset"), help="(artifact)")
+    p.add_argument(
+        "--epsilon", dest="epsilons_per_km", metavar="LIST", type=_csv_list(float, "--epsilon"), help="1/km (5)"
+    )
+    p.add_argument("--delta", dest="deltas", metavar="LIST", type=_csv_list(float, "--delta"), help="(1e-7)")
+    p.add_argument("--users", dest="n_users", metavar="N", type=int, help="users per instance (50)")
+    p.add_argument("--outputs", dest="n_outputs", metavar="M", type=int, help="outputs per instance (100)")
+    p.add_argument("--tasks", dest="n_tasks", metavar="T", type=int, help="tasks in the utility cost (1)")
+    p.add_argument("--repeats", metavar="R", type=int, help="repetitions (instances) per network and K (1)")
+    p.add_argument("--seed", type=int, help="base seed (0)")
+    p.add_argument("--time-limit", dest="time_limit_s", metavar="SECONDS", type=float, help="per method (1800)")
+    p.add_argument("--out", metavar="DIR", help="output folder (results/experiment)")
     p.add_argument(
         "--executor",
+        metavar="WHERE",
         help="local (process pool, default), serial, or a dask scheduler address tcp://host:8786 / dask://host:8786",
     )
-    p.add_argument("--workers", type=int, help="processes of the local executor (default: CPU count)")
+    p.add_argument("--workers", metavar="N", type=int, help="processes of the local executor (CPU count)")
     p.add_argument("--no-isolate", action="store_true", help="run methods in the unit's process (no hard limit)")
     p.add_argument("--tables-only", action="store_true", help="only rewrite tables.md and figures/ from rows.csv")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -102,6 +102,7 @@ ROW_COLUMNS = (
     "audit_scope",
     # time
     "time_s",
+    "cpu_time_s",
     "lp_time_s",
     "audit_time_s",
     "wall_time_s",
@@ -130,6 +131,7 @@ ROW_COLUMNS = (
     "phase2_share_mean",
     "time_phase1_cost_s",
     "time_margins_s",
+    "time_relaxed_lp_s",
     # instance and provenance
     "n_users",
     "n_outputs",
@@ -182,8 +184,6 @@ _SPEC_KEYS_IDENTITY = (
     "metric",
     "user_distribution",
     "seed",
-    "time_limit_s",
-    "method_time_limits_s",
     "preset_overrides",
     "audit_sample_pairs",
 )
@@ -643,6 +643,7 @@ def measure_method(
     eps = float(job.epsilon_per_km)
     row = _nan_row()
     t0 = time.perf_counter()
+    c0 = time.process_time()
     try:
         mech = _build(job.method, instance, cfg, seed, job.time_limit_s)
     except Exception as exc:  # a broken builder must not end the sweep: record it
@@ -652,6 +653,7 @@ def measure_method(
             on_built({"status": row["status"], "time_s": row["time_s"], "utility_loss_m": float("nan")})
         return row
     row.update(status=mech.status, time_s=float(mech.build_time_s), utility_loss_m=float(mech.loss_m))
+    row["cpu_time_s"] = time.process_time() - c0  # all threads of this process: robust to a busy machine
     if on_built is not None:
         on_built({"status": mech.status, "time_s": row["time_s"], "utility_loss_m": row["utility_loss_m"]})
     details = {k: v for k, v in mech.details.items() if k != "panda"}
@@ -701,6 +703,7 @@ def measure_method(
         row["lp_time_s"] = float(t.get("anpo_lp", float("nan")))
         row["time_phase1_cost_s"] = float(t.get("phase1_cost", float("nan")))
         row["time_margins_s"] = float(t.get("margins", float("nan")))
+        row["time_relaxed_lp_s"] = float(t.get("relaxed_lp", 0.0))  # the lower bound: a diagnostic, not the mechanism
         details["panda_timings_s"] = dict(t)
         details["lp_status"] = res.lp_status
         if res.z is not None:
@@ -922,8 +925,8 @@ def run_unit(
     jobs = [j for j in unit.jobs if unit.key(j) not in done]
     if not jobs:
         return []
+    net = load_city(unit.network)  # cached per process; not part of the instance's time
     t0 = time.perf_counter()
-    net = load_city(unit.network)
     instance = make_instance(
         net,
         n_records=unit.k,
@@ -1137,30 +1140,53 @@ def _hms(seconds: float) -> str:
 
 
 class _Progress:
-    """Stderr lines with rows done and an estimate of the time left (rows weighted by K)."""
+    """Stderr lines with rows done and an estimate of the time left.
+
+    Each remaining row is costed at its method's (and preset's) observed seconds per record (K) so
+    far, or at the median method's rate until its method has finished once; the estimate is the
+    elapsed time scaled by remaining cost over finished cost, so parallel workers are accounted for.
+    Rough by nature: the first row of a slow method changes it a lot.
+    """
 
     def __init__(self, stream: TextIO | None, todo: Sequence[tuple[tuple[str, ...], int]], n_units: int) -> None:
         self.stream = stream
-        self.weight = {key: float(k) for key, k in todo}
-        self.total = sum(self.weight.values()) or 1.0
-        self.done_weight = 0.0
+        self.remaining = {key: float(k) for key, k in todo}
         self.n_rows = len(todo)
         self.n_done = 0
         self.n_units = n_units
         self.units_done = 0
         self.t0 = time.perf_counter()
+        self.spent: dict[tuple[str, str], float] = {}  # (method, preset) -> wall seconds
+        self.size: dict[tuple[str, str], float] = {}  # (method, preset) -> sum of K
 
     def say(self, text: str) -> None:
         if self.stream is not None:
             print(text, file=self.stream, flush=True)
 
+    def _left(self, elapsed: float) -> float:
+        done = sum(self.spent.values())
+        if done <= 0 or not self.size:
+            return float("nan")
+        rates = sorted(self.spent[mp] / self.size[mp] for mp in self.size if self.size[mp] > 0)
+        overall = rates[len(rates) // 2]  # a method not seen yet: the median method's rate
+        cost = 0.0
+        for key, k in self.remaining.items():
+            mp = (key[5], key[2])
+            rate = self.spent[mp] / self.size[mp] if mp in self.size and self.size[mp] > 0 else overall
+            cost += rate * k
+        return elapsed * cost / done
+
     def row(self, row: Mapping[str, Any]) -> None:
         key = row_key(row)
+        k = self.remaining.pop(key, None)
         self.n_done += 1
-        self.done_weight += self.weight.get(key, 0.0)
+        wall = row.get("wall_time_s")
+        if k is not None and isinstance(wall, float) and math.isfinite(wall):
+            mp = (key[5], key[2])
+            self.spent[mp] = self.spent.get(mp, 0.0) + wall
+            self.size[mp] = self.size.get(mp, 0.0) + k
         elapsed = time.perf_counter() - self.t0
-        frac = self.done_weight / self.total
-        left = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
+        left = self._left(elapsed) if self.remaining else 0.0
         eta = f"about {_hms(left)} left" if math.isfinite(left) else "time left unknown"
         method = str(row["method"]) + (f"/{row['preset']}" if row.get("preset") else "")
         t = row.get("time_s")
@@ -1324,13 +1350,10 @@ def _check_identity(out: Path, spec: ExperimentSpec) -> None:
         previous = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    old = previous.get("identity_hash")
-    if old and old != spec.identity_hash():
-        old_spec = previous.get("spec", {})
-        new_spec = spec.to_dict()
-        diff = {
-            k: (old_spec.get(k), new_spec.get(k)) for k in _SPEC_KEYS_IDENTITY if old_spec.get(k) != new_spec.get(k)
-        }
+    old_spec = previous.get("spec", {})
+    new_spec = spec.to_dict()
+    diff = {k: (old_spec.get(k), new_spec.get(k)) for k in _SPEC_KEYS_IDENTITY if old_spec.get(k) != new_spec.get(k)}
+    if diff:
         msg = (
             f"The folder {str(out)!r} holds rows made with other settings ({diff}, as (old, new)); rows with "
             "the same key would not be comparable. Use another --out folder, or the old settings."
@@ -1414,6 +1437,7 @@ def run_experiment(
 
     failed: list[tuple[str, str]] = []
     interrupted = False
+    crashed = ""
 
     def accept(row: Mapping[str, Any]) -> None:
         if writer.write(row):
@@ -1435,6 +1459,9 @@ def run_experiment(
             f"[experiment] interrupted: {writer.n_written} new rows saved in {out / 'rows.csv'}; "
             "run the same command again to resume."
         )
+    except BaseException as exc:
+        crashed = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
         writer.close()
         wall = time.perf_counter() - t_start
@@ -1444,7 +1471,9 @@ def run_experiment(
             rows_written=writer.n_written,
             units_run=len(todo_units),
             failed_units=[list(f) for f in failed],
-            status="interrupted" if interrupted else ("finished with errors" if failed else "finished"),
+            status="interrupted"
+            if interrupted
+            else (f"crashed: {crashed}" if crashed else ("finished with errors" if failed else "finished")),
         )
         _write_metadata(out, spec, units, run_info)
         rows = read_rows(out)
@@ -1601,6 +1630,20 @@ class Cell:
     mean: float
     half_width: float
     time_limit_s: float
+    unsolved_time_s: float = float("nan")
+
+    def unsolved_text(self, value: str) -> str:
+        """Return the text of a cell with no solved repetition.
+
+        For times: ``> limit`` (the paper's "> 1,800") when the limit was reached, ``unsolved after N s``
+        when the method gave up earlier; ``-`` for every other value.
+        """
+        if not value.endswith("time_s") or not math.isfinite(self.time_limit_s):
+            return "-"
+        lim = self.time_limit_s
+        if math.isfinite(self.unsolved_time_s) and self.unsolved_time_s < 0.95 * lim:
+            return f"unsolved after {self.unsolved_time_s:,.0f} s"
+        return f"> {lim:,.0f}" if lim >= 10 else f"> {lim:g}"
 
     def format(self, digits: int, *, unsolved: str = "-", percent: bool = False) -> str:
         """``mean ± 1.96 std`` (sample std), with how many repetitions were solved when not all."""
@@ -1660,12 +1703,18 @@ def summarise(
                 vals.append(float(v))
         arr = np.asarray(vals)
         limits = [float(r["time_limit_s"]) for r in rs if isinstance(r.get("time_limit_s"), (int, float))]
+        spent = [
+            float(r["time_s"])
+            for r in rs
+            if not _solved(r) and isinstance(r.get("time_s"), (int, float)) and math.isfinite(float(r["time_s"]))
+        ]
         out[key] = Cell(
             n=len(rs),
             n_solved=len(vals),
             mean=float(arr.mean()) if arr.size else float("nan"),
             half_width=float(1.96 * arr.std(ddof=1)) if arr.size >= 2 else float("nan"),
             time_limit_s=max(limits) if limits else float("nan"),
+            unsolved_time_s=max(spent) if spent else float("nan"),
         )
     return out
 
@@ -1706,11 +1755,7 @@ def markdown_table(
             if c is None:
                 texts.append("")
                 continue
-            unsolved = "-"
-            if value.endswith("time_s") and math.isfinite(c.time_limit_s):
-                lim = c.time_limit_s
-                unsolved = f"> {lim:,.0f}" if lim >= 10 else f"> {lim:g}"
-            texts.append(c.format(digits, unsolved=unsolved, percent=percent))
+            texts.append(c.format(digits, unsolved=c.unsolved_text(value), percent=percent))
         lines.append(f"| {METHOD_LABELS.get(m, m)} | " + " | ".join(texts) + " |")
     return "\n".join(lines)
 
@@ -1742,7 +1787,8 @@ def markdown_tables(rows: Sequence[Mapping[str, Any]], *, spec: ExperimentSpec |
         "# Experiment tables",
         "",
         f"Cells: mean ± 1.96 x sample standard deviation over repetitions ({len(reps)} repetition(s) in the file); "
-        "'-' = unsolved in every repetition, '> N' = time limit N s reached; "
+        "'-' = unsolved in every repetition, '> N' = time limit N s reached, 'unsolved after N s' = the method "
+        "gave up before its limit; "
         "'(s/n solved)' when only some were solved. "
         "Baselines do not depend on the preset or delta and appear in every table.",
         "",

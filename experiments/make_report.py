@@ -1,0 +1,629 @@
+#!/usr/bin/env python
+"""Write the reproduction report (docs/reproduction.md) from a reproduction run's output folder.
+
+    python -m panda experiment --config experiments/reproduction.toml      # -> results/repro
+    python experiments/make_report.py results/repro > docs/reproduction.md
+
+Our numbers come from ``results/repro/rows.csv``; the paper's are hard-coded below, copied from the
+paper's Tables 2 and 4 (Rome, uniform user locations) and Section 4.4. Nothing here is tuned to
+make the two agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from a checkout, package not installed
+    sys.path.insert(0, str(ROOT))
+
+from panda import experiments as ex  # noqa: E402
+
+K_PAPER = (500, 1000, 2000, 3000, 4000, 5000)
+
+# =============================================================================================
+# REFERENCE DATA: the PAPER's published numbers (Qiu et al., CCS 2025), not ours.
+# Rome, uniform user locations, eps = 5/km, delta = 1e-7, N = 50 users, 10 repetitions,
+# cells "mean ± 1.96 x std". Strings as printed: "<= 0.005" (printed, not measured), "> 1,800"
+# (unsolved within 1,800 s), "-" (no result).
+# =============================================================================================
+
+#: Table 2 of the paper, Rome block: computation time (s). 24-core i9-13900F, MATLAB linprog.
+PAPER_TABLE2_ROME_S: dict[str, tuple[str, ...]] = {
+    "em": ("<= 0.005",) * 6,
+    "lp": ("> 1,800",) * 6,
+    "lp-ca": ("6.10 ± 0.60", "7.86 ± 0.48", "14.99 ± 0.71", "19.73 ± 0.44", "23.17 ± 0.54", "27.07 ± 0.45"),
+    "lp-bd": ("5.45 ± 7.10",) + ("> 1,800",) * 5,
+    "lp-em": ("0.67 ± 0.31",) + ("> 1,800",) * 5,
+    "em-br": ("0.04 ± 0.00", "0.11 ± 0.00", "0.17 ± 0.00", "0.35 ± 0.00", "0.51 ± 0.01", "0.65 ± 0.02"),
+    "panda-e": ("0.21 ± 0.06", "0.36 ± 0.02", "4.32 ± 0.11", "8.17 ± 4.52", "16.57 ± 7.02", "25.67 ± 8.69"),
+    "panda-p": ("0.33 ± 0.08", "0.58 ± 0.10", "5.30 ± 3.07", "10.43 ± 5.18", "18.51 ± 9.31", "29.67 ± 12.10"),
+    "panda-l": ("0.32 ± 0.11", "0.75 ± 0.05", "6.69 ± 2.69", "12.18 ± 5.24", "25.90 ± 11.87", "34.77 ± 17.71"),
+}
+
+#: Table 4 of the paper, Rome block: utility loss (m).
+PAPER_TABLE4_ROME_M: dict[str, tuple[str, ...]] = {
+    "em": (
+        "1315.27 ± 98.35",
+        "1322.43 ± 85.16",
+        "1402.29 ± 95.17",
+        "1360.51 ± 74.82",
+        "1412.43 ± 97.45",
+        "1387.18 ± 72.94",
+    ),
+    "lp": ("-",) * 6,
+    "lp-ca": (
+        "2127.95 ± 191.52",
+        "2169.68 ± 95.67",
+        "2172.65 ± 68.04",
+        "2170.7 ± 127.4",
+        "2157.70 ± 81.41",
+        "2200.32 ± 99.75",
+    ),
+    "lp-bd": ("167.34 ± 46.52",) + ("-",) * 5,
+    "lp-em": ("792.81 ± 74.78",) + ("-",) * 5,
+    "em-br": (
+        "964.25 ± 36.04",
+        "1019.93 ± 55.25",
+        "1179.39 ± 52.41",
+        "1142.15 ± 82.24",
+        "1152.90 ± 51.86",
+        "1170.21 ± 81.78",
+    ),
+    "panda-e": (
+        "238.77 ± 39.76",
+        "251.64 ± 16.35",
+        "269.88 ± 55.63",
+        "277.88 ± 39.74",
+        "267.04 ± 54.35",
+        "275.01 ± 40.15",
+    ),
+    "panda-p": (
+        "243.59 ± 44.33",
+        "256.87 ± 33.75",
+        "269.10 ± 48.16",
+        "272.35 ± 23.91",
+        "273.93 ± 56.38",
+        "276.11 ± 40.69",
+    ),
+    "panda-l": (
+        "249.74 ± 55.41",
+        "240.81 ± 20.73",
+        "271.27 ± 43.45",
+        "289.37 ± 73.14",
+        "277.36 ± 43.29",
+        "296.55 ± 73.12",
+    ),
+}
+
+#: Section 4.4 / Fig. 13 of the paper: average share of the budget (all datasets).
+PAPER_BUDGET_SPLIT = {"phase1": 0.2391, "margin": 0.0906, "phase2": 0.6703}
+#: Section 4.3.3 / Fig. 12 of the paper: mDP violation rates.
+PAPER_VIOLATION_PANDA = "below 1e-7 for every PAnDA variant"
+PAPER_VIOLATION_LPCA = 0.5333
+#: Section 4.3.1 of the paper: anchors.
+PAPER_ANCHOR_SHARE = 0.1481  # "anchor sets that cover ... averaging 14.81% of the full domain"
+
+# =============================================================================================
+
+ROWS_ORDER = ("em", "em-br", "lp-ca", "lp", "lp-bd", "lp-em", "panda-e", "panda-p", "panda-l")
+PANDA = ("panda-e", "panda-p", "panda-l")
+
+
+def _paper_mean(text: str) -> float:
+    try:
+        return float(text.split("±")[0].replace(",", "").strip())
+    except ValueError:
+        return float("nan")
+
+
+def _cells(rows, value, preset):
+    return ex.summarise(rows, value, network="rome-paper", preset=preset, epsilon_per_km=5.0, delta=1e-7)
+
+
+def _fmt_cell(cell, value: str, digits: int = 2, percent: bool = False) -> str:
+    if cell is None or cell.n == 0:
+        return "not run"
+    return cell.format(digits, unsolved=cell.unsolved_text(value), percent=percent)
+
+
+def _side_by_side(rows, value, paper: dict, ks, *, digits: int, presets: tuple[str, ...]) -> str:
+    head = "| Method | source | " + " | ".join(f"K={k:,}" for k in ks) + " |"
+    lines = [head, "|---|---|" + "---:|" * len(ks)]
+    for m in ROWS_ORDER:
+        label = ex.METHOD_LABELS[m]
+        sources = []
+        if m in PANDA:
+            for p in presets:
+                cells = _cells(rows, value, p)
+                if any((m, k) in cells for k in ks):
+                    sources.append((f"ours, {p} preset", cells))
+        else:
+            cells = _cells(rows, value, presets[0])
+            if any((m, k) in cells for k in ks):
+                sources.append(("ours", cells))
+        for name, cells in sources:
+            texts = [_fmt_cell(cells.get((m, k)), value, digits) for k in ks]
+            lines.append(f"| {label} | {name} | " + " | ".join(texts) + " |")
+        if m in paper:
+            texts = [paper[m][K_PAPER.index(k)] if k in K_PAPER else "" for k in ks]
+            lines.append(f"| {label} | **paper** | " + " | ".join(texts) + " |")
+    return "\n".join(lines)
+
+
+def _audit_table(rows, ks, presets) -> str:
+    lines = [
+        "| Method | preset | measure | " + " | ".join(f"K={k:,}" for k in ks) + " |",
+        "|---|---|---|" + "---:|" * len(ks),
+    ]
+    measures = (
+        ("violation_rate", "mDP violation rate, record-level matrix"),
+        ("pmdp_user_rate_over_delta", "PmDP: user pairs with P(violation) > delta"),
+    )
+    for m in ROWS_ORDER:
+        for p in presets if m in PANDA else presets[:1]:
+            for value, name in measures:
+                if value == "pmdp_user_rate_over_delta" and m not in PANDA:
+                    continue
+                cells = _cells(rows, value, p)
+                if not any((m, k) in cells for k in ks):
+                    continue
+                texts = [_fmt_cell(cells.get((m, k)), value, 2, percent=True) for k in ks]
+                lines.append(
+                    f"| {ex.METHOD_LABELS[m]} | {p if m in PANDA else '-'} | {name} | " + " | ".join(texts) + " |"
+                )
+    return "\n".join(lines)
+
+
+def _panda_table(rows, ks, presets) -> str:
+    measures = (
+        ("anchor_union", "anchor union size", 1, False),
+        ("anchor_set_size_mean", "mean anchor set size", 1, False),
+        ("over_budget_share", "constrained pairs over budget", 1, True),
+        ("unreachable_share", "constrained pairs with 1 - delta out of reach", 1, True),
+        ("phase1_share_median", "Phase-I share of eps*d (median)", 2, False),
+        ("margin_share_median", "margin share (median)", 2, False),
+        ("phase2_share_median", "Phase-II share (median)", 2, False),
+        ("approximation_ratio", "LP objective / relaxed lower bound", 2, False),
+    )
+    derived = []
+    for r in rows:
+        r = dict(r)
+        n = r.get("n_constrained_pairs")
+        o = r.get("n_over_budget_pairs")
+        ok = isinstance(n, (int, float)) and isinstance(o, (int, float)) and n == n and n > 0
+        r["over_budget_share"] = (o / n) if ok else float("nan")
+        u = r.get("n_unreachable_target_pairs")
+        r["unreachable_share"] = (u / n) if ok and isinstance(u, (int, float)) else float("nan")
+        derived.append(r)
+    lines = [
+        "| Method | preset | measure | " + " | ".join(f"K={k:,}" for k in ks) + " |",
+        "|---|---|---|" + "---:|" * len(ks),
+    ]
+    for m in PANDA:
+        for p in presets:
+            for value, name, digits, percent in measures:
+                cells = _cells(derived, value, p)
+                if not any((m, k) in cells and cells[(m, k)].n_solved for k in ks):
+                    continue
+                texts = [_fmt_cell(cells.get((m, k)), value, digits, percent=percent) for k in ks]
+                lines.append(f"| {ex.METHOD_LABELS[m]} | {p} | {name} | " + " | ".join(texts) + " |")
+    return "\n".join(lines)
+
+
+def _mean_of_means(cells, method, ks) -> float:
+    vals = [cells[(method, k)].mean for k in ks if (method, k) in cells and cells[(method, k)].n_solved]
+    vals = [v for v in vals if math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def _paper_avg(table, method, ks) -> float:
+    vals = [_paper_mean(table[method][K_PAPER.index(k)]) for k in ks if k in K_PAPER]
+    vals = [v for v in vals if math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def _range(cells, method, ks, digits=0) -> str:
+    vals = [cells[(method, k)].mean for k in ks if (method, k) in cells and cells[(method, k)].n_solved]
+    vals = [v for v in vals if math.isfinite(v)]
+    if not vals:
+        return "n/a"
+    return f"{min(vals):,.{digits}f}-{max(vals):,.{digits}f}"
+
+
+def build_report(folder: Path) -> str:
+    """Return the Markdown report for the run in ``folder``."""
+    rows = ex.read_rows(folder)
+    if not rows:
+        msg = f"No rows in {folder}/rows.csv: run the reproduction first (see this script's docstring)."
+        raise SystemExit(msg)
+    meta = json.loads((folder / "experiment.json").read_text(encoding="utf-8"))
+    spec = meta["spec"]
+    ks = sorted({int(r["K"]) for r in rows})
+    presets = tuple(p for p in ("artifact", "paper") if any(r["preset"] == p for r in rows))
+    reps = sorted({int(r["repetition"]) for r in rows})
+    runs = meta.get("runs", [])
+    wall = sum(float(r.get("wall_time_s") or 0.0) for r in runs)
+    pk = meta.get("packages", {})
+    machine = meta.get("machine", {})
+
+    loss_a = _cells(rows, "users_loss_m", "artifact")
+    loss_p = _cells(rows, "users_loss_m", "paper") if "paper" in presets else {}
+    time_a = _cells(rows, "time_s", "artifact")
+    viol_a = _cells(rows, "violation_rate", "artifact")
+    pmdp_a = _cells(rows, "pmdp_user_rate_over_delta", "artifact")
+    pmdp_p = _cells(rows, "pmdp_user_rate_over_delta", "paper") if "paper" in presets else {}
+    upv_a = _cells(rows, "user_pair_violation_rate", "artifact")
+    union_a = _cells(rows, "anchor_union", "artifact")
+    union_p = _cells(rows, "anchor_union", "paper") if "paper" in presets else {}
+    p1_a = _cells(rows, "phase1_share_median", "artifact")
+    mg_a = _cells(rows, "margin_share_median", "artifact")
+    relax_a = _cells(rows, "time_relaxed_lp_s", "artifact")
+    sel_rows = [r for r in rows if r["method"] == "panda-e" and r["preset"] == "artifact"]
+    n_rows = len(rows)
+    n_unsolved = sum(1 for r in rows if not str(r["status"]).startswith("solved"))
+
+    def avg(cells, m):
+        return _mean_of_means(cells, m, ks)
+
+    out: list[str] = []
+    w = out.append
+    w("# Reproducing the paper's Tables 2 and 4 (Rome, uniform users)")
+    w("")
+    w(
+        "Generated by `python experiments/make_report.py results/repro > docs/reproduction.md` from the rows of "
+        "`python -m panda experiment --config experiments/reproduction.toml`; do not edit by hand. The paper's "
+        "numbers are hard-coded reference data in `experiments/make_report.py`, copied from its Tables 2 and 4 "
+        "(Rome block, uniform user locations) and Section 4.4."
+    )
+    w("")
+    w("## Setup")
+    w("")
+    w(
+        "- Network: the paper's Rome road network (`rome-paper`, 42,894 nodes); K = "
+        f"{', '.join(f'{k:,}' for k in ks)}; "
+        f"N = {spec['n_users']} users drawn uniformly (distinct records); |Y| = {spec['n_outputs']} outputs drawn "
+        "from X; "
+        f"{spec['n_tasks']} task; uniform prior; privacy metric {spec['metric']}; eps = 5/km; delta = 1e-7."
+    )
+    w(
+        f"- **Repetitions: {len(reps)}** (the paper: 10). Each repetition is a fresh instance; within a repetition "
+        "every "
+        "method runs on the same X, Y, users, task and prior, with the same mechanism seed. Seeds derive from base "
+        "seed "
+        f"{spec['seed']} (see `experiment.json`)."
+    )
+    w(
+        "- Cells are mean ± 1.96 x sample standard deviation over the repetitions, as in the paper; with 3 repetitions "
+        "these half-widths are themselves very uncertain."
+    )
+    w(
+        "- Presets: **artifact** (what the published MATLAB code did: rescaled selection probabilities, a 1e-4 floor "
+        "beyond gamma, gamma = d_max/div(K), LP constraints only between anchors closer than 0.8 km, a finite margin "
+        "when "
+        "the target is unreachable; Phase-I costs computed exactly) and **paper** (the paper's own definitions: far "
+        "value "
+        "h(gamma), gamma = d_max/50, every anchor pair constrained). PAnDA-p and -l run with the artifact preset only."
+    )
+    limits = spec.get("method_time_limits_s", {})
+    max_k = spec.get("method_max_k", {})
+    w(
+        f"- Time limits (hard, wall clock, per method and repetition): {spec['time_limit_s']:,.0f} s by default"
+        + "".join(f"; {ex.METHOD_LABELS.get(m, m)} {v:,.0f} s" for m, v in limits.items())
+        + ". A method that reaches its limit is stopped and recorded as unsolved with the time spent. "
+        + ", ".join(f"{ex.METHOD_LABELS.get(m, m)}" for m in max_k)
+        + f" run at K <= {min(max_k.values()) if max_k else max(ks):,} only; the paper preset at K <= "
+        f"{spec.get('preset_max_k', {}).get('paper', max(ks)):,}, without the relaxed-LP lower bound "
+        "(with an anchor union equal to X that bound is the full LP itself)."
+    )
+    w(
+        f"- Machine: {machine.get('cpu_count')} cores ({machine.get('platform')}), shared with other jobs during the "
+        "run; "
+        f"2 worker processes. Solver HiGHS {pk.get('highspy')} (the paper: MATLAB linprog on a 24-core i9-13900F). "
+        f"numpy {pk.get('numpy')}, scipy {pk.get('scipy')}, Python {pk.get('python')}."
+    )
+    w(
+        f"- The run: {n_rows} rows ({n_unsolved} unsolved or failed), **{wall / 60:.1f} min of wall time** over "
+        f"{len(runs)} invocation(s); specification hash `{meta.get('config_hash')}`."
+    )
+    w(
+        "- Utility loss is measured where the paper measures it: the expected loss at the users' true records (for "
+        "PAnDA with the surrogate each user actually got, for the baselines the mechanism's row of the user's record)."
+    )
+    w("")
+
+    w("## Headline")
+    w("")
+    w("| Method | our loss, m (mean over K) | paper's loss, m (mean over K) | our time, s | paper's time, s |")
+    w("|---|---:|---:|---:|---:|")
+    for m in ("em", "em-br", "lp-ca", "panda-e", "panda-p", "panda-l"):
+        w(
+            f"| {ex.METHOD_LABELS[m]} | {avg(loss_a, m):,.0f} | {_paper_avg(PAPER_TABLE4_ROME_M, m, ks):,.0f} | "
+            f"{_range(time_a, m, ks, 2)} | {PAPER_TABLE2_ROME_S[m][0]} .. {PAPER_TABLE2_ROME_S[m][-1]} |"
+        )
+    if loss_p:
+        w(
+            f"| PAnDA-e, paper preset | {avg(loss_p, 'panda-e'):,.0f} | (not published) | "
+            f"{_range(_cells(rows, 'time_s', 'paper'), 'panda-e', ks, 1)} | |"
+        )
+    lp = time_a.get(("lp", 500))
+    if lp is not None and lp.n:
+        w(
+            f"| LP (K = 500) | {_fmt_cell(loss_a.get(('lp', 500)), 'users_loss_m')} | - (> 1,800 s) | "
+            f"{_fmt_cell(lp, 'time_s')} | > 1,800 |"
+        )
+    w("")
+
+    w("## Table 4: utility loss at the users' true records (m)")
+    w("")
+    w(_side_by_side(rows, "users_loss_m", PAPER_TABLE4_ROME_M, ks, digits=2, presets=presets))
+    w("")
+    w("## Table 2: computation time (s)")
+    w("")
+    w(
+        "Ours: wall time of building the mechanism, everything included (for PAnDA: selection probabilities, anchor "
+        "draws, exact Phase-I accounting, margins, the AnPO LP, Phase II, and the relaxed LP that gives the lower "
+        "bound); "
+        "audits excluded. The paper timed only PAnDA's LP solve, and printed EM's time without measuring it."
+    )
+    w("")
+    w(_side_by_side(rows, "time_s", PAPER_TABLE2_ROME_S, ks, digits=2, presets=presets))
+    w("")
+    w(
+        "## Privacy audits (ours; the paper: PAnDA "
+        + PAPER_VIOLATION_PANDA
+        + f", LP+CA {100 * PAPER_VIOLATION_LPCA:.2f} % on average)"
+    )
+    w("")
+    w(
+        "mDP violation rate: share of audited record pairs (all pairs up to 20,000, else the users' pairs plus 20,000 "
+        "random pairs) whose rows break eps-mDP; for PAnDA the record-level matrix is the surrogate mixture "
+        "(each record's anchor draws). PmDP: share of user pairs whose exact probability of an eps-mDP violation, over "
+        "the anchor draws, exceeds delta = 1e-7 (the paper's guarantee)."
+    )
+    w("")
+    w(_audit_table(rows, ks, presets))
+    w("")
+    w("## PAnDA: anchors and budget split")
+    w("")
+    w(
+        f"The paper (Section 4.4, averaged over its datasets): Phase I {100 * PAPER_BUDGET_SPLIT['phase1']:.2f} %, "
+        f"margin {100 * PAPER_BUDGET_SPLIT['margin']:.2f} %, Phase II {100 * PAPER_BUDGET_SPLIT['phase2']:.2f} % of "
+        "the "
+        f"budget; anchor sets cover {100 * PAPER_ANCHOR_SHARE:.2f} % of X on average. Ours, over the constrained "
+        "anchor "
+        "pairs with a finite margin (shares of eps*d; a share above 1 means that part alone exceeds the whole "
+        "budget, and "
+        "the Phase-II share is then negative):"
+    )
+    w("")
+    w(_panda_table(rows, ks, presets))
+    w("")
+
+    w("## Reading the gaps")
+    w("")
+    for para in _gaps_text(
+        rows, ks, loss_a, loss_p, time_a, viol_a, pmdp_a, pmdp_p, upv_a, union_a, union_p, p1_a, mg_a, relax_a, sel_rows
+    ):
+        w(para)
+        w("")
+    w("## What was not run, and why")
+    w("")
+    w(
+        "- **The full LP, LP+BD and LP+EM beyond K = 500**: the paper reports > 1,800 s for them beyond K = 500 "
+        "(the full LP at every K); the one-hour budget of this run on 2 cores leaves no room to confirm it."
+    )
+    w(
+        f"- **The paper preset beyond K = {spec.get('preset_max_k', {}).get('paper', max(ks)):,}**: every user "
+        "uploads about 60 % of X, so the anchor union is all of X and the exact accounting and the PmDP audit run "
+        "over all K^2/2 pairs (minutes at K = 2,000 on this machine)."
+    )
+    w(
+        "- **NYC and London, Tables 3 and 5** (taxi users), other epsilons: out of this run's budget; the same "
+        "command runs them with another TOML file."
+    )
+    w("")
+    w("## Reproduce")
+    w("")
+    w("```")
+    w("python -m panda experiment --config experiments/reproduction.toml   # writes results/repro (resumable)")
+    w("python experiments/make_report.py results/repro > docs/reproduction.md")
+    w("```")
+    w("")
+    w(
+        "`results/repro/tables.md` has the same tables for every measured column, `results/repro/figures/` the plots, "
+        "`results/repro/rows.csv` every row (timings per phase, LP sizes, seeds)."
+    )
+    return "\n".join(out) + "\n"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %" if math.isfinite(x) else "n/a"
+
+
+def _status_summary(rows, method: str, k: int) -> tuple[int, int, list[str]]:
+    rs = [r for r in rows if r["method"] == method and int(r["K"]) == k]
+    solved = [r for r in rs if str(r["status"]).startswith("solved")]
+    return len(solved), len(rs), sorted({str(r["status"]) for r in rs if r not in solved})
+
+
+def _detail_timing(rows, method: str, preset: str, k: int, phase: str) -> float:
+    vals = []
+    for r in rows:
+        if r["method"] == method and r["preset"] == preset and int(r["K"]) == k and r.get("details"):
+            try:
+                t = json.loads(r["details"]).get("panda_timings_s", {}).get(phase)
+            except ValueError:
+                t = None
+            if isinstance(t, (int, float)):
+                vals.append(float(t))
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def _gaps_text(
+    rows, ks, loss_a, loss_p, time_a, viol_a, pmdp_a, pmdp_p, upv_a, union_a, union_p, p1_a, mg_a, relax_a, sel_rows
+) -> list[str]:
+    def avg(cells, m):
+        return _mean_of_means(cells, m, ks)
+
+    def paper(m):
+        return _paper_avg(PAPER_TABLE4_ROME_M, m, ks)
+
+    paras = []
+    em, embr, lpca = avg(loss_a, "em"), avg(loss_a, "em-br"), avg(loss_a, "lp-ca")
+    pe = avg(loss_a, "panda-e")
+    paras.append(
+        f"**EM and EM+BR: close.** Our EM loses {em:,.0f} m on average over K, the paper {paper('em'):,.0f} m; "
+        f"EM+BR {embr:,.0f} m against {paper('em-br'):,.0f} m. Both mechanisms are fully specified (exp(-eps d / 2) "
+        "over 100 random outputs, then the Bayesian remap), so only the random instances differ, and our 3 "
+        "repetitions against the paper's 10. Their audits find no violation, as expected of exact eps-mDP mechanisms."
+    )
+    paras.append(
+        f"**LP+CA: ours loses less ({lpca:,.0f} m against {paper('lp-ca'):,.0f} m) and is much faster.** Our "
+        "LP+CA follows the paper's text: an 8 x 8 grid over the area and the full exponent eps d between the "
+        "non-empty cells' representatives. The published code used a 10 x 10 grid and eps d / 10 between "
+        "representatives, ten times more noise than the budget asks for, which is consistent with a loss near "
+        "2,200 m. An LP over at most 64 representatives takes HiGHS a fraction of a second; we cannot tell what the "
+        f"paper's 6-27 s include. Our audit finds {_pct(avg(viol_a, 'lp-ca'))} of record pairs violating eps-mDP "
+        "(records of neighbouring cells closer to each other than their representatives are); the paper reports "
+        f"{100 * PAPER_VIOLATION_LPCA:.2f} %, and we do not know how that was counted: a tenfold smaller exponent "
+        "should make violations rarer, not more frequent."
+    )
+    paras.append(
+        f"**PAnDA with the artifact preset: the utility is close, the privacy is not there.** With the published "
+        f"experiments' settings PAnDA-e loses {pe:,.0f} m on average ({_range(loss_a, 'panda-e', ks)} m over K) "
+        f"against the paper's {paper('panda-e'):,.0f} m; PAnDA-p ({avg(loss_a, 'panda-p'):,.0f} m) and PAnDA-l "
+        f"({avg(loss_a, 'panda-l'):,.0f} m) likewise, with wide spreads over our 3 repetitions. The anchor unions "
+        f"({_range(union_a, 'panda-e', ks)} records for PAnDA-e) are in the range the artifact itself produced "
+        "(85-217). But with Phase I's privacy cost computed exactly, the Phase-I share of eps*d alone is "
+        f"{_range(p1_a, 'panda-e', ks, 1)} times the whole budget (median over the constrained pairs) and the "
+        f"safety margin {_range(mg_a, 'panda-e', ks, 1)} times: every constrained anchor pair is over budget, its "
+        "exponent is clipped to 0, and the LP can only give the pair identical rows. Pairs further apart than 0.8 km "
+        "are not constrained at all, so the anchors fall into small groups, each with its own locally optimal "
+        "distribution: a low loss and no protection between groups. The exact PmDP audit shows it: "
+        f"{_pct(avg(pmdp_a, 'panda-e'))} of user pairs have a probability of an eps-mDP violation above delta "
+        f"= 1e-7 (the paper: violation rate below 1e-7), and the surrogates the users actually drew break eps-mDP for "
+        f"{_pct(avg(upv_a, 'panda-e'))} of user pairs. The budget split bears no resemblance to the paper's "
+        "24 / 9 / 67 %, which was computed with an accounting loop that read only the last element of each anchor "
+        "set (see the project's algorithm notes): computed exactly, Phase I alone costs several times the budget, "
+        "not a quarter of it."
+    )
+    if loss_p:
+        pp = avg(loss_p, "panda-e")
+        paras.append(
+            "**PAnDA with the paper preset: (almost) private, at the price of all utility.** Under the paper's own "
+            "definitions the selection probability beyond gamma is h(gamma), about 0.6, so each user uploads about "
+            f"60 % of X and the anchor union is all of X ({_range(union_p, 'panda-e', ks)} records). With so many "
+            "anchors selected independently, the success target 1 - delta is out of reach for every anchor pair "
+            "(no finite safety margin exists), so every pair is over budget and all rows must be identical: one "
+            "output distribution for everybody, whatever their location. The "
+            f"loss is {pp:,.0f} m on average, {pp / pe:,.0f} times the artifact preset's, worse than EM. Even so, "
+            f"{_pct(avg(pmdp_p, 'panda-e'))} of user pairs keep a violation probability above delta: with identical "
+            "rows a violation can only come from Phase I itself, for the pairs whose Phase-I cost alone exceeds eps, "
+            "which no Phase II can repair. This is what the paper's text specifies; it is why the published "
+            "experiments changed the settings."
+        )
+    tpe = avg(time_a, "panda-e")
+    cpu_lp = _cells(rows, "cpu_time_s", "artifact").get(("lp", 500))
+    wall_lp = time_a.get(("lp", 500))
+    cpu_text = ""
+    if cpu_lp is not None and cpu_lp.n_solved and wall_lp is not None and wall_lp.n_solved:
+        cpu_text = (
+            f": the full LP at K = 500 took {wall_lp.mean:,.0f} s of wall time and {cpu_lp.mean:,.0f} s of CPU time"
+        )
+    relax = avg(relax_a, "panda-e")
+    kmax = max(ks)
+    sel = _detail_timing(rows, "panda-e", "artifact", kmax, "selection_model")
+    lpt = _detail_timing(rows, "panda-e", "artifact", kmax, "anpo_lp")
+    paras.append(
+        "**Time: PAnDA grows slower with K here than in the paper.** Our PAnDA-e takes "
+        f"{_range(time_a, 'panda-e', ks, 2)} "
+        f"s over K (mean {tpe:.2f} s) for everything, including {relax:.2f} s on average for the relaxed LP that only "
+        "provides the lower bound; the paper reports 0.21-25.67 s for the LP solve alone. At K = "
+        f"{kmax:,} our AnPO LP takes {lpt:.2f} s: only near pairs' constraints are written (with the floor "
+        "eta = 1e-6 the others are implied, exactly) and HiGHS solves the small LP directly, where the paper used "
+        f"MATLAB and a Benders decomposition. Most of the rest ({sel:.2f} s at K = {kmax:,}) is the selection model "
+        "over all of X. Our EM and EM+BR times are measured (the paper printed '<= 0.005' for EM). All times are "
+        "wall clock on a 2-core machine that other work shared at times; rows.csv also holds each method's CPU time "
+        f"(cpu_time_s){cpu_text}."
+    )
+    n_ok, n_all, bad = _status_summary(rows, "lp", 500)
+    lp_loss = loss_a.get(("lp", 500))
+    lp_time = time_a.get(("lp", 500))
+    if n_all:
+        paras.append(
+            f"**The full LP is solvable at K = 500** ({n_ok} of {n_all} repetitions within the limit, "
+            f"{_fmt_cell(lp_time, 'time_s')} s, loss {_fmt_cell(lp_loss, 'users_loss_m')} m), where the paper reports "
+            "> 1,800 s: the same floor eta = 1e-6 leaves only the pairs closer than ln(1/eta)/eps = 2.8 km, and "
+            "HiGHS's interior-point solver handles the rest. It is the exactly eps-mDP optimum on X; PAnDA-e with the "
+            f"artifact preset loses {loss_a[('panda-e', 500)].mean / lp_loss.mean:.1f} times as much at K = 500 while "
+            "not being eps-mDP."
+            if lp_loss is not None and lp_loss.n_solved and ("panda-e", 500) in loss_a
+            else f"**The full LP at K = 500**: {n_ok} of {n_all} repetitions solved ({', '.join(bad)})."
+        )
+    for m in ("lp-bd", "lp-em"):
+        n_ok, n_all, bad = _status_summary(rows, m, 500)
+        if not n_all:
+            continue
+        cell = loss_a.get((m, 500))
+        tcell = time_a.get((m, 500))
+        paper_loss = PAPER_TABLE4_ROME_M[m][0]
+        paper_time = PAPER_TABLE2_ROME_S[m][0]
+        text = (
+            f"**{ex.METHOD_LABELS[m]} at K = 500:** {n_ok} of {n_all} repetitions solved within the limit "
+            f"(time: {_fmt_cell(tcell, 'time_s').removesuffix(' s')} s, the paper's {paper_time} s"
+        )
+        if cell is not None and cell.n_solved:
+            text += f"; loss {_fmt_cell(cell, 'users_loss_m')} m, the paper's {paper_loss} m)."
+        else:
+            text += f"; the paper's loss: {paper_loss} m)."
+        if bad:
+            text += " Outcomes other than solved: " + "; ".join(bad) + "."
+        if m == "lp-bd":
+            text += (
+                " Our Benders decomposition constrains every pair the eta floor leaves and stops at a 0.1 % gap "
+                "(rows.csv gives the bounds it reached); the published code constrained only neighbour pairs closer "
+                "than 0.8 km (per the project's notes on the artifact), a much smaller and much weaker problem."
+            )
+        paras.append(text)
+    same = pairs = 0
+    pl = {(r["K"], r["repetition"]): r for r in rows if r["method"] == "panda-l" and r["preset"] == "artifact"}
+    for r in sel_rows:
+        other = pl.get((r["K"], r["repetition"]))
+        if other is None or not str(r["status"]).startswith("solved"):
+            continue
+        pairs += 1
+        if r["anchor_union"] == other["anchor_union"] and abs(r["users_loss_m"] - other["users_loss_m"]) < 1e-6:
+            same += 1
+    if pairs:
+        paras.append(
+            f"**PAnDA-e and PAnDA-l coincide in {same} of {pairs} repetitions.** The artifact's rescaled forms "
+            "0.95 exp(-0.2 d) and 1.9 / (1 + exp(0.4 d)) agree to first order in d, both fall to the same floor "
+            "0.95e-4 beyond gamma, gamma is only 0.2-0.6 km, and the two variants share the mechanism seed here, so "
+            "the "
+            "same uniform draws select the same anchors. In the published setup too, PAnDA-e and PAnDA-l are nearly "
+            "the same mechanism."
+        )
+    paras.append(
+        "**Spread.** Three repetitions give wide and unstable half-widths: one instance (which 50 users, which task) "
+        "moves PAnDA's loss by more than 100 m. The paper's 10 repetitions narrow a half-width by about "
+        "sqrt(10/3) = 1.8 on average."
+    )
+    return paras
+
+
+def main(argv=None) -> int:
+    """Print the report for the folder named on the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default=str(ROOT / "results" / "repro"), help="the run's output folder")
+    args = parser.parse_args(argv)
+    sys.stdout.write(build_report(Path(args.folder)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
