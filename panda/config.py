@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["PandaConfig", "preset", "PRESETS", "DECAYS", "FAR_RULES", "SELECTION_FORMS", "artifact_gamma_divisor"]
 
@@ -52,7 +53,7 @@ def artifact_gamma_divisor(n_records: int, decay: str) -> float:
 #: rule makes the selection nearly location-independent: Phase I leaks little, and each user uploads
 #: most of the domain (so the LP is close to the full LP). The margin targets 1 - delta directly
 #: (the Bayes adjustment of eq. 30 makes every target unreachable when selection is this flat).
-RECOMMENDED = {
+RECOMMENDED: dict[str, Any] = {
     "delta": 0.1,
     "alpha": 0.95,
     "lambda_per_km": 2.0,

@@ -25,7 +25,17 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["LPResult", "MdpLPResult", "solve_lp", "solve_mdp_lp", "repair_to_exponents", "SOLVERS", "MAX_EXPONENT", "MAX_LP_ROWS"]
+__all__ = [
+    "LPResult",
+    "MdpLPResult",
+    "build_highs",
+    "solve_lp",
+    "solve_mdp_lp",
+    "repair_to_exponents",
+    "SOLVERS",
+    "MAX_EXPONENT",
+    "MAX_LP_ROWS",
+]
 
 SOLVERS = ("ipm", "simplex", "choose", "pdlp")
 
@@ -77,6 +87,43 @@ class LPResult:
         )
 
 
+def build_highs(
+    c: np.ndarray,
+    a: sp.csr_matrix,
+    row_lower: np.ndarray,
+    row_upper: np.ndarray,
+    col_lower: np.ndarray,
+    col_upper: np.ndarray,
+    *,
+    solver: str = "simplex",
+    options: dict | None = None,
+) -> highspy.Highs:
+    """Build a HiGHS model from arrays (row-wise CSR), not yet run (also for repeated solves with duals)."""
+    a = sp.csr_matrix(a)
+    n_rows, n_cols = a.shape
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("solver", solver)
+    for key, value in (options or {}).items():
+        h.setOptionValue(key, value)
+    lp = highspy.HighsLp()
+    lp.num_col_ = int(n_cols)
+    lp.num_row_ = int(n_rows)
+    lp.col_cost_ = np.ascontiguousarray(c, dtype=float)
+    lp.col_lower_ = np.ascontiguousarray(col_lower, dtype=float)
+    lp.col_upper_ = np.ascontiguousarray(col_upper, dtype=float)
+    lp.row_lower_ = np.ascontiguousarray(row_lower, dtype=float)
+    lp.row_upper_ = np.ascontiguousarray(row_upper, dtype=float)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = int(n_cols)
+    lp.a_matrix_.num_row_ = int(n_rows)
+    lp.a_matrix_.start_ = np.ascontiguousarray(a.indptr, dtype=np.int32)
+    lp.a_matrix_.index_ = np.ascontiguousarray(a.indices, dtype=np.int32)
+    lp.a_matrix_.value_ = np.ascontiguousarray(a.data, dtype=float)
+    h.passModel(lp)
+    return h
+
+
 def solve_lp(
     c: np.ndarray,
     a: sp.csr_matrix,
@@ -101,28 +148,11 @@ def solve_lp(
         raise ValueError(msg)
     a = sp.csr_matrix(a)
     n_rows, n_cols = a.shape
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(time_limit_s))
-    h.setOptionValue("solver", solver)
+    options: dict = {"time_limit": float(time_limit_s)}
     if threads is not None:
-        h.setOptionValue("threads", int(threads))
-    lp = highspy.HighsLp()
-    lp.num_col_ = int(n_cols)
-    lp.num_row_ = int(n_rows)
-    lp.col_cost_ = np.ascontiguousarray(c, dtype=float)
-    lp.col_lower_ = np.ascontiguousarray(col_lower, dtype=float)
-    lp.col_upper_ = np.ascontiguousarray(col_upper, dtype=float)
-    lp.row_lower_ = np.ascontiguousarray(row_lower, dtype=float)
-    lp.row_upper_ = np.ascontiguousarray(row_upper, dtype=float)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.num_col_ = int(n_cols)
-    lp.a_matrix_.num_row_ = int(n_rows)
-    lp.a_matrix_.start_ = np.ascontiguousarray(a.indptr, dtype=np.int32)
-    lp.a_matrix_.index_ = np.ascontiguousarray(a.indices, dtype=np.int32)
-    lp.a_matrix_.value_ = np.ascontiguousarray(a.data, dtype=float)
+        options["threads"] = int(threads)
     t0 = time.perf_counter()
-    h.passModel(lp)
+    h = build_highs(c, a, row_lower, row_upper, col_lower, col_upper, solver=solver, options=options)
     h.run()
     elapsed = time.perf_counter() - t0
     status = h.getModelStatus()
@@ -257,18 +287,18 @@ def repair_to_exponents(
     for passes in range(1, max_passes + 1):  # noqa: B007 (reported)
         with np.errstate(divide="ignore"):
             log_z = np.log(z)
-        closed = _min_plus(log_z, closed_e)
+        closed_log = _min_plus(log_z, closed_e)
         with np.errstate(invalid="ignore"):
-            gap = np.nan_to_num(log_z - closed, nan=0.0, posinf=np.inf)
+            gap = np.nan_to_num(log_z - closed_log, nan=0.0, posinf=np.inf)
         excess = float(gap.max()) if gap.size else 0.0
         if before is None:
             before = excess
         if excess <= _ROUNDING:
             break
-        zc = np.exp(closed)
+        zc = np.exp(closed_log)
         deficit = 1.0 - zc.sum(axis=1)
         max_deficit = max(max_deficit, float(np.abs(deficit).max()))
-        upper = np.exp(_min_plus(closed, closed_e, exclude_self=True))
+        upper = np.exp(_min_plus(closed_log, closed_e, exclude_self=True))
         head = np.clip(upper - zc, 0.0, None)
         room = head.sum(axis=1)
         ok = (room >= deficit) & (deficit > 0)

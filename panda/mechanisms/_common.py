@@ -6,9 +6,9 @@ import time
 
 import highspy
 import numpy as np
-import scipy.sparse as sp
 
 from panda.instance import Instance
+from panda.lp import build_highs as highs_model  # noqa: F401 (shared HiGHS builder)
 from panda.mechanisms.base import MechanismResult, expected_loss_m
 from panda.network import EARTH_RADIUS_KM
 
@@ -71,43 +71,6 @@ def local_plane_km(lon: np.ndarray, lat: np.ndarray, lon0: float, lat0: float) -
     x = np.radians(np.asarray(lon, dtype=float) - lon0) * EARTH_RADIUS_KM * np.cos(np.radians(lat0))
     y = np.radians(np.asarray(lat, dtype=float) - lat0) * EARTH_RADIUS_KM
     return x, y
-
-
-def highs_model(
-    c: np.ndarray,
-    a: sp.csr_matrix,
-    row_lower: np.ndarray,
-    row_upper: np.ndarray,
-    col_lower: np.ndarray,
-    col_upper: np.ndarray,
-    *,
-    solver: str = "simplex",
-    options: dict | None = None,
-) -> highspy.Highs:
-    """Build a HiGHS model from arrays (row-wise CSR), not yet run: for repeated solves with duals."""
-    a = sp.csr_matrix(a)
-    n_rows, n_cols = a.shape
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("solver", solver)
-    for key, value in (options or {}).items():
-        h.setOptionValue(key, value)
-    lp = highspy.HighsLp()
-    lp.num_col_ = int(n_cols)
-    lp.num_row_ = int(n_rows)
-    lp.col_cost_ = np.ascontiguousarray(c, dtype=float)
-    lp.col_lower_ = np.ascontiguousarray(col_lower, dtype=float)
-    lp.col_upper_ = np.ascontiguousarray(col_upper, dtype=float)
-    lp.row_lower_ = np.ascontiguousarray(row_lower, dtype=float)
-    lp.row_upper_ = np.ascontiguousarray(row_upper, dtype=float)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.num_col_ = int(n_cols)
-    lp.a_matrix_.num_row_ = int(n_rows)
-    lp.a_matrix_.start_ = np.ascontiguousarray(a.indptr, dtype=np.int32)
-    lp.a_matrix_.index_ = np.ascontiguousarray(a.indices, dtype=np.int32)
-    lp.a_matrix_.value_ = np.ascontiguousarray(a.data, dtype=float)
-    h.passModel(lp)
-    return h
 
 
 def highs_run(h: highspy.Highs, time_limit_s: float) -> tuple[str, bool]:
