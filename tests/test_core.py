@@ -241,7 +241,8 @@ def test_lp_solution_is_row_stochastic_and_meets_every_constraint(case):
             np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-9)
             assert np.all(z >= 0)
             assert np.all(z[i] <= np.exp(b)[:, None] * z[j] * (1 + 1e-9) + 1e-9)
-        assert relaxed.objective <= tight.objective * (1 + 1e-7) + 1e-7
+        # HiGHS optimality tolerance (1e-7) scales with the costs; the exact repair moves ~1e-7 mass.
+        assert relaxed.objective <= tight.objective * (1 + 1e-7) + 1e-7 * max(1.0, float(cost.sum()))
 
 
 def test_floor_reduction_keeps_the_guarantee_and_the_optimum(small):
