@@ -7,6 +7,7 @@ connected component, so that every shortest-path distance between two of its nod
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -388,12 +389,15 @@ def _load_embedded(key: str) -> RoadNetwork:
             net = _load_network_npz(cache_file)
             return dataclasses.replace(net, source=str(path.resolve()))
         except (OSError, ValueError, KeyError):
-            pass  # unreadable cache: parse again
+            # An unreadable cache file: parse the OSM file again below (and replace it if we can).
+            with contextlib.suppress(OSError):
+                cache_file.unlink(missing_ok=True)
     net = network_from_file(path, name=key)
     try:
         _save_network_npz(net, cache_file)
     except OSError:
-        pass  # a read-only install still works, only slower
+        # A read-only install still works, only slower (no cache written).
+        return net
     return net
 
 
