@@ -1515,6 +1515,17 @@ def _drain(q, accept) -> None:
         accept(row)
 
 
+def _collect(fut, unit, accept, failed: list, prog) -> None:
+    """Accept the rows of a finished unit (a local or a Dask future); record a failure instead."""
+    try:
+        for row in fut.result():
+            accept(row)
+    except Exception as exc:
+        failed.append((unit.label, f"{type(exc).__name__}: {exc}"))
+        prog.say(f"[experiment] {unit.label} failed: {type(exc).__name__}: {exc}")
+    prog.units_done += 1
+
+
 def _run_local(units, skip, accept, prog: _Progress, failed: list, n_workers: int) -> None:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -1529,14 +1540,7 @@ def _run_local(units, skip, accept, prog: _Progress, failed: list, n_workers: in
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             _drain(q, accept)
             for fut in done:
-                u = futures[fut]
-                try:
-                    for row in fut.result():
-                        accept(row)
-                except Exception as exc:
-                    failed.append((u.label, f"{type(exc).__name__}: {exc}"))
-                    prog.say(f"[experiment] {u.label} failed: {type(exc).__name__}: {exc}")
-                prog.units_done += 1
+                _collect(fut, futures[fut], accept, failed, prog)
         _drain(q, accept)
         pool.shutdown(wait=True)
     except BaseException:
@@ -1594,14 +1598,7 @@ def _run_dask(executor, units, skip, accept, prog: _Progress, failed: list) -> N
             if not done:
                 time.sleep(0.3)
             for fut in done:
-                u = futures[fut]
-                try:
-                    for row in fut.result():
-                        accept(row)
-                except Exception as exc:
-                    failed.append((u.label, f"{type(exc).__name__}: {exc}"))
-                    prog.say(f"[experiment] {u.label} failed: {type(exc).__name__}: {exc}")
-                prog.units_done += 1
+                _collect(fut, futures[fut], accept, failed, prog)
         drain()
     except BaseException:
         for fut in futures:
