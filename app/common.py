@@ -18,8 +18,9 @@ from app.worker import WorkerError
 #: What to change when a setting is too heavy (in plain words).
 HEAVY_HINT = (
     "A large threshold distance γ (or a small decay rate λ) makes many records 'near' each other, and the "
-    "safety margins then grow with the square of that; many records K or 'all pairs' with the paper preset make "
-    "the LP large. Try γ = auto, a larger λ, a smaller Γ, fewer records, or the artifact preset."
+    "safety margins then grow with the square of that; many records K or 'all pairs' with the paper or "
+    "recommended preset make the LP large. Try γ = auto, a larger λ, a smaller Γ, fewer records, or the "
+    "artifact preset."
 )
 
 __all__ = [

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import panda
+from panda.config import PRESETS
 
 __all__ = [
     "Params",
@@ -22,10 +23,12 @@ __all__ = [
     "GAMMA_OPTIONS",
     "RADIUS_OPTIONS",
     "BBOX_PRESETS",
+    "PRESET_FIELDS",
+    "PRESET_OPTIONS",
     "from_query",
     "to_query",
     "to_config",
-    "preset_radius",
+    "preset_values",
     "parse_source",
 ]
 
@@ -68,9 +71,19 @@ BBOX_PRESETS: dict[str, tuple[float, float, float, float]] = {
 }
 
 
-def preset_radius(preset: str) -> float | None:
-    """The constraint radius a preset uses (km; None = all pairs)."""
-    return panda.preset(preset).constraint_radius_km
+#: The presets the sidebar offers, in its order (every one of panda.config.PRESETS).
+PRESET_OPTIONS = ("artifact", "paper", "recommended")
+#: The view's fields a preset sets (they have the same names in PandaConfig). Not epsilon (the privacy
+#: requirement) and not the decay (the method): those stay as the user chose them. The preset's other
+#: choices (the rule beyond gamma, the Bayes adjustment, the selection form, the margin fallback) have
+#: no control: :func:`to_config` takes them from the preset itself.
+PRESET_FIELDS = ("delta", "alpha", "lambda_per_km", "gamma_km", "neighbourhood_size", "constraint_radius_km")
+
+
+def preset_values(preset: str) -> dict[str, object]:
+    """The values of :data:`PRESET_FIELDS` in ``panda.preset(preset)`` (what the sidebar moves to)."""
+    config = panda.preset(preset)
+    return {name: getattr(config, name) for name in PRESET_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -236,12 +249,12 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
             problems.append(f"'decay={decay}' is not one of e, p, l: ignored.")
     preset = get("preset")
     if preset is not None:
-        if preset in ("paper", "artifact"):
+        if preset in PRESETS:
+            # The preset's values first: the link's own parameters below override them.
             changes["preset"] = preset
-            if get("radius") is None:
-                changes["constraint_radius_km"] = preset_radius(preset)
+            changes.update(preset_values(preset))
         else:
-            problems.append(f"'preset={preset}' is not paper or artifact: ignored.")
+            problems.append(f"'preset={preset}' is not one of {', '.join(PRESETS)}: ignored.")
     number("eps", "epsilon_per_km", float, *RANGES["epsilon_per_km"])
     raw_delta = get("delta")
     if raw_delta is not None:

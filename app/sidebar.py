@@ -15,22 +15,49 @@ from app.params import (
     DECAY_LABELS,
     DELTA_OPTIONS,
     GAMMA_OPTIONS,
+    PRESET_OPTIONS,
     RADIUS_OPTIONS,
     RANGES,
     Params,
     bbox_source,
     from_query,
     parse_source,
-    preset_radius,
+    preset_values,
     to_query,
 )
 from panda.network import MAX_BBOX_AREA_KM2
 
-__all__ = ["render", "write_query", "SOURCE_CITY", "SOURCE_BBOX"]
+__all__ = ["render", "write_query", "SOURCE_CITY", "SOURCE_BBOX", "PRESET_WIDGETS", "PRESET_HELP"]
 
 SOURCE_CITY = "Embedded city (offline)"
 SOURCE_BBOX = "Bounding box (live download)"
 CUSTOM_BOX = "Custom box"
+
+#: The widget (session-state key) of each field a preset sets (every one of app.params.PRESET_FIELDS).
+PRESET_WIDGETS = {
+    "delta": "w_delta",
+    "alpha": "w_alpha",
+    "lambda_per_km": "w_lambda",
+    "gamma_km": "w_gamma",
+    "neighbourhood_size": "w_Gamma",
+    "constraint_radius_km": "w_radius",
+}
+
+_REC = panda.preset("recommended")
+#: The preset radio's help (the recommended sentence matches README.md's section on that preset).
+PRESET_HELP = (
+    "Picking a preset moves every control below except ε and the decay to the preset's values; you can "
+    "move them afterwards. "
+    "**artifact**: what the authors' published experiments did (rescaled decay, a tiny selection "
+    "probability beyond γ, LP constraints only between anchors closer than 800 m): fast. "
+    "**paper**: the paper's text (every anchor pair constrained, the far value h(γ)): exact but "
+    "each user picks about half of the records as anchors. "
+    "**recommended**: the lowest-loss setting of a sweep (experiments/recommend_sweep.py) whose exactly "
+    f"audited violation probability stayed within δ = {_REC.delta:g} on Neubrandenburg and Liechtenstein "
+    "(K = 200, ε = 5/km), but not on the dense Helsinki centre, where 36 % of user pairs exceeded δ; "
+    f"its tiny γ = {_REC.gamma_km * 1000:g} m makes each user upload most of the records."
+)
+_FAR_RULE = {"h_gamma": "h(γ)", "floor": "a constant floor", "artifact": "the published code's floor"}
 
 
 def _fmt_km(value: float | None, none: str) -> str:
@@ -68,9 +95,23 @@ def _init_state() -> None:
 
 
 def _on_preset_change() -> None:
-    """A preset brings its own constraint radius and automatic gamma."""
-    st.session_state.w_radius = preset_radius(st.session_state.w_preset)
-    st.session_state.w_gamma = None
+    """A preset moves the controls it defines to its own values (read from ``panda.preset``)."""
+    ss = st.session_state
+    for field, value in preset_values(ss.w_preset).items():
+        ss[PRESET_WIDGETS[field]] = value
+
+
+def _preset_fixed(name: str) -> str:
+    """What a preset decides that no control shows (to_config takes it from the preset)."""
+    c = panda.preset(name)
+    far = _FAR_RULE[c.far_rule] + (f" = {c.far_floor:g}" if c.far_rule == "floor" else "")
+    auto = "d_max / " + (f"{c.gamma_divisor:g}" if c.gamma_divisor is not None else "div(K) (published table)")
+    return (
+        f"Also set by the **{name}** preset: beyond γ {far}; "
+        f"{'Table 1 selection' if c.selection_form == 'paper' else 'rescaled (published code) selection'}; "
+        f"γ auto = {auto}; Bayes adjustment (eq. 30) {'on' if c.bayes_adjustment else 'off'}; "
+        f"unreachable 1 − δ: {'rows forced identical' if c.margin_fallback == 'infinite' else 'second-largest margin'}."
+    )
 
 
 def _on_box_preset_change() -> None:
@@ -275,15 +316,13 @@ def render() -> Params:
         )
         st.radio(
             "Preset",
-            ["artifact", "paper"],
+            PRESET_OPTIONS,
             key="w_preset",
             horizontal=True,
             on_change=_on_preset_change,
-            help="**artifact**: what the authors' published experiments did (rescaled decay, a tiny selection "
-            "probability beyond gamma, LP constraints only between anchors closer than 800 m): fast. "
-            "**paper**: the paper's text (every anchor pair constrained, the far value h(gamma)): exact but "
-            "each user picks about half of the records as anchors.",
+            help=PRESET_HELP,
         )
+        st.caption(_preset_fixed(ss.w_preset))
         st.slider(
             "Privacy budget ε (1/km)",
             *RANGES["epsilon_per_km"],

@@ -157,6 +157,87 @@ def test_preset_switch_changes_the_run_and_the_link():
     assert _qp(at, "preset") == "paper" and _qp(at, "radius") == "all"
 
 
+def _preset_widgets(at: AppTest) -> dict[str, object]:
+    """The values the sidebar shows for the fields a preset sets (PandaConfig field -> value)."""
+    from app.params import PRESET_FIELDS
+    from app.sidebar import PRESET_WIDGETS
+
+    assert set(PRESET_WIDGETS) == set(PRESET_FIELDS)
+    return {field: at.session_state[key] for field, key in PRESET_WIDGETS.items()}
+
+
+def _caption_value(at: AppTest, symbol: str) -> str:
+    """One 'symbol = value' item of the Explore caption (it shows the run's own config)."""
+    items = [part.strip() for part in at.main.caption[0].value.split("·")]
+    return next(part.split(" = ", 1)[1] for part in items if part.startswith(f"{symbol} = "))
+
+
+def test_recommended_preset_moves_the_sliders_and_runs_with_them():
+    import panda
+    from app.params import PRESET_FIELDS
+
+    rec = panda.preset("recommended")
+    art = panda.preset("artifact")
+    at = run_ok(make_app())
+    # Move two controls away from every preset's value first: the preset must move them back.
+    at.slider(key="w_alpha").set_value(0.5)
+    at.slider(key="w_Gamma").set_value(3)
+    run_ok(at)
+    assert _caption_value(at, "α") == "0.5"
+    at.radio(key="w_preset").set_value("recommended")
+    run_ok(at)
+    assert _preset_widgets(at) == {f: getattr(rec, f) for f in PRESET_FIELDS}
+    assert at.select_slider(key="w_delta").value == rec.delta == 0.1
+    assert at.slider(key="w_alpha").value == rec.alpha
+    assert at.slider(key="w_lambda").value == rec.lambda_per_km
+    assert at.select_slider(key="w_gamma").value == rec.gamma_km
+    assert at.select_slider(key="w_radius").value is None
+    assert at.slider(key="w_eps").value == 5.0  # epsilon is the user's, not the preset's
+    # The run used them: the caption shows the run's own config and gamma.
+    assert _caption_value(at, "δ") == f"{rec.delta:g}"
+    assert _caption_value(at, "α") == f"{rec.alpha:g}"
+    assert _caption_value(at, "λ") == f"{rec.lambda_per_km:g}/km"
+    assert _caption_value(at, "γ") == f"{rec.gamma_km * 1000:,.0f} m"
+    assert metric(at, "Anchor union |A|") == "200"  # h(gamma) beyond a 50 m gamma: every record is an anchor
+    caption = next(c.value for c in at.sidebar.caption if "preset:" in c.value)
+    assert "recommended" in caption and "Bayes adjustment (eq. 30) off" in caption and "h(γ)" in caption
+    assert {k: _qp(at, k) for k in ("preset", "delta", "alpha", "lambda", "gamma", "radius")} == {
+        "preset": "recommended",
+        "delta": f"{rec.delta:g}",
+        "alpha": f"{rec.alpha:g}",
+        "lambda": f"{rec.lambda_per_km:g}",
+        "gamma": f"{rec.gamma_km:g}",
+        "radius": "all",
+    }
+    # The sliders stay movable under the preset, and the run follows them.
+    at.slider(key="w_lambda").set_value(3.0)
+    run_ok(at)
+    assert at.radio(key="w_preset").value == "recommended"
+    assert _caption_value(at, "λ") == "3/km" and _qp(at, "lambda") == "3"
+    # Back to artifact: every control it defines returns to its values.
+    at.radio(key="w_preset").set_value("artifact")
+    run_ok(at)
+    assert _preset_widgets(at) == {f: getattr(art, f) for f in PRESET_FIELDS}
+    assert at.select_slider(key="w_gamma").value is None and at.select_slider(key="w_radius").value == 0.8
+    assert _caption_value(at, "δ") == f"{art.delta:g}" and _caption_value(at, "λ") == f"{art.lambda_per_km:g}/km"
+    caption = next(c.value for c in at.sidebar.caption if "preset:" in c.value)
+    assert "artifact" in caption and "Bayes adjustment (eq. 30) on" in caption
+
+
+def test_recommended_preset_from_the_link():
+    import panda
+
+    rec = panda.preset("recommended")
+    at = run_ok(make_app(preset="recommended"))  # only the preset in the link: its values fill the rest
+    assert at.radio(key="w_preset").value == "recommended"
+    assert at.select_slider(key="w_delta").value == rec.delta
+    assert at.slider(key="w_lambda").value == rec.lambda_per_km
+    assert at.select_slider(key="w_gamma").value == rec.gamma_km
+    assert _caption_value(at, "δ") == f"{rec.delta:g}" and _caption_value(at, "γ") == "50 m"
+    assert _qp(at, "preset") == "recommended" and _qp(at, "gamma") == f"{rec.gamma_km:g}"
+    assert not at.toast  # nothing in the link was ignored
+
+
 def test_map_holds_the_requested_layers():
     at = run_ok(make_app())
     spec = deck_spec(at)
@@ -297,6 +378,60 @@ def test_params_round_trip_through_the_link():
     assert back == p and problems == []
     back, problems = from_query({"eps": "x", "delta": "2", "decay": "q"})
     assert back == Params() and len(problems) == 3
+
+
+def test_every_preset_is_offered_and_fits_the_controls():
+    """Each preset's values are exactly selectable (no snapping): what the sliders show is what runs."""
+    import panda
+    from app.params import (
+        ANPO_TIME_LIMIT_S,
+        DELTA_OPTIONS,
+        GAMMA_OPTIONS,
+        PRESET_FIELDS,
+        PRESET_OPTIONS,
+        RADIUS_OPTIONS,
+        RANGES,
+        Params,
+        preset_values,
+        to_config,
+    )
+    from app.sidebar import PRESET_HELP, PRESET_WIDGETS
+    from panda.config import PRESETS
+
+    assert sorted(PRESET_OPTIONS) == sorted(PRESETS)
+    assert set(PRESET_WIDGETS) == set(PRESET_FIELDS)
+    steps = {"alpha": 0.01, "lambda_per_km": 0.05, "neighbourhood_size": 1}
+    for name in PRESET_OPTIONS:
+        values = preset_values(name)
+        assert values["delta"] in DELTA_OPTIONS, name
+        assert values["gamma_km"] in GAMMA_OPTIONS, name
+        assert values["constraint_radius_km"] in RADIUS_OPTIONS, name
+        for field, step in steps.items():
+            low, high = RANGES[field]
+            assert low <= values[field] <= high, (name, field)
+            assert abs(round((values[field] - low) / step) * step + low - values[field]) < 1e-9, (name, field)
+        # The view those controls make runs exactly the preset (epsilon and the decay are the preset's here too).
+        view = Params(preset=name, **values)  # type: ignore[arg-type]
+        assert to_config(view) == panda.preset(name, lp_time_limit_s=ANPO_TIME_LIMIT_S, solve_relaxed=False)
+    rec = panda.preset("recommended")
+    assert rec.bayes_adjustment is False and rec.far_rule == "h_gamma"
+    assert f"δ = {rec.delta:g}" in PRESET_HELP and "Helsinki" in PRESET_HELP and "Liechtenstein" in PRESET_HELP
+
+
+def test_recommended_preset_round_trips_through_the_link():
+    from app.params import Params, from_query, preset_values, to_query
+
+    p = Params(preset="recommended", **preset_values("recommended"))  # type: ignore[arg-type]
+    back, problems = from_query(to_query(p))
+    assert back == p and problems == []
+    # A moved slider survives the link (the link's values override the preset's).
+    q = to_query(p.replace(lambda_per_km=3.0, gamma_km=0.2))
+    back, problems = from_query(q)
+    assert (back.preset, back.lambda_per_km, back.gamma_km, back.delta) == ("recommended", 3.0, 0.2, 0.1)
+    # The preset alone brings its values; an unknown preset is reported, not applied.
+    assert from_query({"preset": "recommended"}) == (p, [])
+    back, problems = from_query({"preset": "best"})
+    assert back == Params() and len(problems) == 1 and "recommended" in problems[0]
 
 
 def test_deck_layers_and_tooltips(small_view):

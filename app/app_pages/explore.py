@@ -20,8 +20,8 @@ if view is None:
 r, inst, net = view.result, view.instance, view.net
 st.caption(
     f"**{net.name}** · K = {inst.n_records:,} secret records · N = {inst.n_users} users · {inst.n_outputs} outputs · "
-    f"{DECAY_LABELS[params.decay]} · {params.preset} preset · ε = {params.epsilon_per_km:g}/km · "
-    f"δ = {params.delta:g} · "
+    f"{DECAY_LABELS[params.decay]} · {params.preset} preset · ε = {r.config.epsilon_per_km:g}/km · "
+    f"δ = {r.config.delta:g} · α = {r.config.alpha:g} · λ = {r.config.lambda_per_km:g}/km · "
     f"γ = {r.gamma_km * 1000:,.0f} m"
 )
 # The lower bound starts now in a worker thread; the page renders meanwhile.
