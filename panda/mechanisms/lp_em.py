@@ -22,14 +22,22 @@ Constraints, all linear:
 4. tail against tail holds for every ``lam_y`` (``E`` is eps-mDP and ``lam_y`` cancels in a column).
 
 So every feasible point is an eps-mDP mechanism, and ``lam = 1, z = E`` is feasible: the LP
-optimum is at most EM's loss. The objective is ``sum p_x cost[x, y] P[x, y]`` over all entries.
+optimum is at most EM's loss (up to the floor below). The objective is
+``sum p_x cost[x, y] P[x, y]`` over all entries.
 
 Numerics (``details["numerics"]``): the coefficients span ``exp(+-eps d)``. Each ``lam_y`` is
 rescaled by the largest tail value of its column (``mu_y = lam_y s_y``), so tail coefficients
 are ``<= 1``; box coefficients are clipped into ``[1e-12, 1e12]`` (a lower bound raised or an
-upper bound lowered: a tighter, still sound LP); row-sum coefficients below ``1e-12`` (after
+upper bound lowered: a tighter, still sound LP); candidate entries are floored at 1e-6 (a
+utility cost of at most ``1e-6 r max cost``), so a candidate pair with ``exp(eps d) >= 1e6``
+holds by the bounds and is left out. So ``lam = 1, z = E`` is feasible wherever EM's candidate
+entries are above the floor (then the LP optimum is at most EM's loss). An earlier version capped
+those pairs' coefficients at 1e12 instead: where candidates span more than ``ln(1e12) / eps`` km
+(Rome at K = 500) that cut off every mechanism near the floor, and HiGHS reported "Infeasible".
+HiGHS's interior point method also reports "Infeasible" on feasible LP+EM models (Neubrandenburg,
+K = 1000), so the default solver is the dual simplex. Row-sum coefficients below ``1e-12`` (after
 scaling each row to a largest coefficient of 1) are left out of the LP and the row is
-renormalised afterwards, HiGHS's ``small_matrix_value`` is 1e-12. The matrix is then rebuilt
+renormalised afterwards; HiGHS's ``small_matrix_value`` is 1e-12. The matrix is then rebuilt
 exactly from ``(z, lam)`` and passed through :func:`panda.mechanisms.repair_mdp` (solver
 tolerance and the dropped coefficients), so the final matrix is exactly eps-mDP.
 """
@@ -59,6 +67,11 @@ __all__ = ["build_lp_em"]
 
 _TINY = 1e-12
 _HUGE = 1e12
+#: Floor on candidate entries: candidate pairs with exp(eps d) >= 1 / _FLOOR hold by the bounds.
+#: 1e-6 keeps the pair coefficients <= 1e6 (at 1e-12 HiGHS's simplex breaks down on Rome) and
+#: the floor 10x above HiGHS's feasibility tolerance (at 1e-8 entries near the floor come back as
+#: zeros and the mechanism's ratios are unbounded).
+_FLOOR = 1e-6
 
 
 def build_lp_em(
@@ -67,7 +80,7 @@ def build_lp_em(
     *,
     n_candidates: int = 38,
     time_limit_s: float = 1800.0,
-    solver: str = "ipm",
+    solver: str = "simplex",
 ) -> MechanismResult:
     """LP over each output's ``n_candidates`` nearest records, an eps-mDP EM tail elsewhere.
 
@@ -141,14 +154,18 @@ def build_lp_em(
     rhs_rows = 1.0 / row_max
     n_rows = k
     # 2. Candidate pairs: z[a, y] - e^{eps d(a, b)} z[b, y] <= 0 for ordered a != b in N(y).
+    #    Candidate entries are floored at _FLOOR, so a pair with e^{eps d} >= 1 / _FLOOR holds by the
+    #    bounds alone (z[a, y] <= 1 <= e^{eps d} _FLOOR <= e^{eps d} z[b, y]) and is left out.
     ia, ib = np.nonzero(~np.eye(r, dtype=bool))
     pair_exp = eps * d[cand[:, ia], cand[:, ib]]  # (M, r(r-1))
-    n_pairs = pair_exp.size
-    n_pair_capped = int((pair_exp > np.log(_HUGE)).sum())
+    written = pair_exp < -np.log(_FLOOR)
+    n_pair_implied = int((~written).sum())
+    py, pk = np.nonzero(written)
+    n_pairs = py.size
     pr = n_rows + np.arange(n_pairs)
     rows += [pr, pr]
-    cols += [(np.arange(m)[:, None] * r + ia[None, :]).ravel(), (np.arange(m)[:, None] * r + ib[None, :]).ravel()]
-    vals += [np.ones(n_pairs), -np.exp(np.minimum(pair_exp, np.log(_HUGE))).ravel()]
+    cols += [py * r + ia[pk], py * r + ib[pk]]
+    vals += [np.ones(n_pairs), -np.exp(pair_exp[py, pk])]
     n_rows += n_pairs
     # 3. Boxes against the tail (only outputs with a tail).
     boxed = np.flatnonzero(np.asarray(has_tail)[zc_y])
@@ -164,9 +181,8 @@ def build_lp_em(
     row_hi = np.concatenate([rhs_rows, np.zeros(n_rows - k)])
     cost = np.concatenate([weighted[zc_row, zc_y], (weighted * coef_tail).sum(axis=0)])
     col_hi = np.concatenate([np.ones(n_z), np.where(has_tail, 1.0, 0.0)])
-    h = highs_model(
-        cost, a, row_lo, row_hi, np.zeros(n_z + m), col_hi, solver=solver, options={"small_matrix_value": _TINY}
-    )
+    col_lo = np.concatenate([np.full(n_z, _FLOOR), np.zeros(m)])
+    h = highs_model(cost, a, row_lo, row_hi, col_lo, col_hi, solver=solver, options={"small_matrix_value": _TINY})
     build_s = time.perf_counter() - t0
     status, ok = highs_run(h, time_limit_s - build_s)
     details: dict = {
@@ -181,7 +197,8 @@ def build_lp_em(
             "row_sum_coefficients_dropped_below_1e-12": n_dropped,
             "box_upper_lowered_to_1e12": n_hi_clipped,
             "box_lower_raised_to_1e-12": n_lo_clipped,
-            "pair_exponents_capped": n_pair_capped,
+            "candidate_floor": _FLOOR,
+            "candidate_pairs_implied_by_floor": n_pair_implied,
         },
     }
     if not ok:
