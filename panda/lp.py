@@ -328,6 +328,118 @@ def _contract_identical(n_rows: int, pi: np.ndarray, pj: np.ndarray, b: np.ndarr
     return int(n_groups), labels
 
 
+#: ``row_generation`` adds a left-out row ``z[i, y] - exp(B) z[j, y] <= 0`` once the current
+#: solution violates it by more than this (absolute; HiGHS's own feasibility tolerance is 1e-7).
+#: Smaller violations are removed by the exact repair like the solver's own.
+ROW_GENERATION_TOL = 1e-9
+
+
+def _too_large(n_rows: int, n_cols: int, max_rows: int, solver: str) -> LPResult:
+    return LPResult(
+        status=f"Too large: {n_rows:,} rows (limit {max_rows:,})",
+        success=False,
+        x=None,
+        objective=float("nan"),
+        time_s=0.0,
+        n_rows=n_rows,
+        n_cols=n_cols,
+        n_nonzeros=0,
+        solver=solver,
+    )
+
+
+def _mdp_rows(
+    n_groups: int, m: int, gi: np.ndarray, gj: np.ndarray, gb: np.ndarray, pair: np.ndarray, y: np.ndarray
+) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """Build the LP's rows: ``n_groups`` row sums, then ``z[gi[p], y] - exp(gb[p]) z[gj[p], y] <= 0`` per ``(p, y)``."""
+    n_cols = n_groups * m
+    n_ineq = pair.size
+    eq_rows = np.repeat(np.arange(n_groups), m)
+    ineq_row = n_groups + np.arange(n_ineq)
+    col_i = gi[pair] * m + y
+    col_j = gj[pair] * m + y
+    coef_j = -np.exp(np.minimum(gb[pair], MAX_EXPONENT))
+    rows = np.concatenate([eq_rows, ineq_row, ineq_row])
+    cols = np.concatenate([np.arange(n_cols), col_i, col_j])
+    vals = np.concatenate([np.ones(n_cols), np.ones(n_ineq), coef_j])
+    a = sp.csr_matrix((vals, (rows, cols)), shape=(n_groups + n_ineq, n_cols))
+    row_lower = np.concatenate([np.ones(n_groups), np.full(n_ineq, -np.inf)])
+    row_upper = np.concatenate([np.ones(n_groups), np.zeros(n_ineq)])
+    return a, row_lower, row_upper
+
+
+def _solve_by_row_generation(
+    gcost: np.ndarray,
+    gi: np.ndarray,
+    gj: np.ndarray,
+    gb: np.ndarray,
+    *,
+    eta: float,
+    time_limit_s: float,
+    solver: str,
+    max_rows: int,
+    initial_neighbours: int,
+    t_start: float,
+) -> tuple[LPResult, dict]:
+    """Constraint generation for the reduced mDP LP (see ``row_generation`` in :func:`solve_mdp_lp`)."""
+    n_groups, m = gcost.shape
+    n_kept = gi.size
+    eb = np.exp(np.minimum(gb, MAX_EXPONENT))
+    # Each row's pairs by increasing exponent: the first ``initial_neighbours`` start active.
+    order = np.lexsort((gb, gi))
+    first = np.searchsorted(gi[order], np.arange(n_groups))
+    rank = np.empty(n_kept, dtype=np.int64)
+    rank[order] = np.arange(n_kept) - first[gi[order]]
+    active = np.zeros((n_kept, m), dtype=bool)
+    active[rank < initial_neighbours] = True
+    log: list[dict] = []
+    info = {"rounds": log, "tolerance": ROW_GENERATION_TOL, "rows_full": int(n_groups + n_kept * m)}
+    build = 0.0
+    res: LPResult | None = None
+    step = max(1, 8_000_000 // max(m, 1))  # pairs checked at once
+    while True:
+        tb = time.perf_counter()
+        pair, y = np.nonzero(active)
+        if n_groups + pair.size > max_rows:
+            res = _too_large(n_groups + pair.size, n_groups * m, max_rows, solver)
+            break
+        a, row_lower, row_upper = _mdp_rows(n_groups, m, gi, gj, gb, pair, y)
+        build += time.perf_counter() - tb
+        remaining = time_limit_s - (time.perf_counter() - t_start)
+        if remaining <= 0:
+            res = LPResult("Time limit reached", False, None, float("nan"), 0.0, a.shape[0], a.shape[1], a.nnz, solver)
+            break
+        res = solve_lp(
+            gcost.ravel(),
+            a,
+            row_lower,
+            row_upper,
+            np.full(n_groups * m, eta),
+            np.ones(n_groups * m),
+            time_limit_s=remaining,
+            solver=solver,
+        )
+        entry = {"rows": int(a.shape[0]), "status": res.status, "time_s": res.time_s, "objective": res.objective}
+        log.append(entry)
+        if not res.success or res.x is None:
+            break
+        tb = time.perf_counter()
+        z = res.x.reshape(n_groups, m)
+        added = 0
+        for s in range(0, n_kept, step):
+            sl = slice(s, s + step)
+            new = (z[gi[sl]] - eb[sl, None] * z[gj[sl]] > ROW_GENERATION_TOL) & ~active[sl]
+            added += int(new.sum())
+            active[sl] |= new
+        entry["rows_added"] = added
+        build += time.perf_counter() - tb
+        if added == 0:
+            break
+    info["build_time_s"] = build
+    info["n_rounds"] = len(log)
+    return res, info
+
+
 def solve_mdp_lp(
     cost: np.ndarray,
     pairs_i: np.ndarray,
@@ -339,6 +451,8 @@ def solve_mdp_lp(
     solver: str = "ipm",
     reduce: bool = True,
     max_rows: int = MAX_LP_ROWS,
+    row_generation: bool = False,
+    initial_neighbours: int = 4,
 ) -> MdpLPResult:
     """Solve the mDP-shaped LP described in the module docstring.
 
@@ -360,6 +474,15 @@ def solve_mdp_lp(
         the monolithic LP, for comparison.
     max_rows
         Do not build an LP with more rows than this (reported as "Too large", unsolved).
+    row_generation
+        Solve by constraint (row) generation: start from the pair rows of each row's
+        ``initial_neighbours`` smallest exponents, solve, add every left-out ``(pair, y)`` row the
+        solution violates by more than :data:`ROW_GENERATION_TOL`, and repeat until none is
+        violated. The last LP's optimum then satisfies every constraint: it is the optimum of the
+        whole LP (each round is a relaxation of it), found with far fewer rows, since few pair
+        rows bind. ``max_rows`` and ``time_limit_s`` apply to the rounds together.
+    initial_neighbours
+        Pairs per row in the first round of ``row_generation``.
     """
     t0 = time.perf_counter()
     cost = np.asarray(cost, dtype=float)
@@ -410,56 +533,39 @@ def solve_mdp_lp(
         gi, gj, gb = gi[first], gj[first], gb[first]
     n_kept = int(gi.size)
 
-    if n_groups + n_kept * m > max_rows:
-        too = LPResult(
-            status=f"Too large: {n_groups + n_kept * m:,} rows (limit {max_rows:,})",
-            success=False,
-            x=None,
-            objective=float("nan"),
-            time_s=0.0,
-            n_rows=n_groups + n_kept * m,
-            n_cols=n_groups * m,
-            n_nonzeros=0,
+    if row_generation:
+        res, rounds = _solve_by_row_generation(
+            gcost,
+            gi,
+            gj,
+            gb,
+            eta=eta,
+            time_limit_s=time_limit_s,
+            solver=solver,
+            max_rows=max_rows,
+            initial_neighbours=initial_neighbours,
+            t_start=t0,
+        )
+        build = rounds["build_time_s"]
+    elif n_groups + n_kept * m > max_rows:
+        res = _too_large(n_groups + n_kept * m, n_groups * m, max_rows, solver)
+        build = time.perf_counter() - t0
+        rounds = {}
+    else:
+        rows_active = np.repeat(np.arange(n_kept), m), np.tile(np.arange(m), n_kept)
+        a, row_lower, row_upper = _mdp_rows(n_groups, m, gi, gj, gb, *rows_active)
+        build = time.perf_counter() - t0
+        res = solve_lp(
+            gcost.ravel(),
+            a,
+            row_lower,
+            row_upper,
+            np.full(n_groups * m, eta),
+            np.ones(n_groups * m),
+            time_limit_s=time_limit_s,
             solver=solver,
         )
-        return MdpLPResult(
-            lp=too,
-            z=None,
-            objective=float("nan"),
-            n_pairs_given=n_given,
-            n_pairs_implied=n_implied,
-            n_pairs_kept=n_kept,
-            n_groups=n_groups,
-            eta=float(eta),
-            build_time_s=time.perf_counter() - t0,
-        )
-    # Variables: z[g, y] at column g * m + y. Rows: n_groups equalities, then n_kept * m inequalities.
-    n_cols = n_groups * m
-    eq_rows = np.repeat(np.arange(n_groups), m)
-    eq_cols = np.arange(n_cols)
-    ys = np.arange(m)
-    ineq_row = n_groups + (np.arange(n_kept)[:, None] * m + ys[None, :]).ravel()
-    col_i = (gi[:, None] * m + ys[None, :]).ravel()
-    col_j = (gj[:, None] * m + ys[None, :]).ravel()
-    coef_j = -np.repeat(np.exp(np.minimum(gb, MAX_EXPONENT)), m)
-    rows = np.concatenate([eq_rows, ineq_row, ineq_row])
-    cols = np.concatenate([eq_cols, col_i, col_j])
-    vals = np.concatenate([np.ones(n_cols), np.ones(col_i.size), coef_j])
-    n_lp_rows = n_groups + n_kept * m
-    a = sp.csr_matrix((vals, (rows, cols)), shape=(n_lp_rows, n_cols))
-    row_lower = np.concatenate([np.ones(n_groups), np.full(n_kept * m, -np.inf)])
-    row_upper = np.concatenate([np.ones(n_groups), np.zeros(n_kept * m)])
-    build = time.perf_counter() - t0
-    res = solve_lp(
-        gcost.ravel(),
-        a,
-        row_lower,
-        row_upper,
-        np.full(n_cols, eta),
-        np.ones(n_cols),
-        time_limit_s=time_limit_s,
-        solver=solver,
-    )
+        rounds = {}
     z = None
     objective = float("nan")
     repair_info: dict = {}
@@ -480,5 +586,9 @@ def solve_mdp_lp(
         n_groups=n_groups,
         eta=float(eta),
         build_time_s=build,
-        extra={"n_pairs_capped": n_capped if not (reduce and eta > 0) else 0, "repair": repair_info},
+        extra={
+            "n_pairs_capped": n_capped if not (reduce and eta > 0) else 0,
+            "repair": repair_info,
+            **({"row_generation": rounds} if row_generation else {}),
+        },
     )

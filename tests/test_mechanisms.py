@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from panda import make_instance
+from panda import load_city, make_instance
 from panda.audit import audit_mechanism
+from panda.lp import solve_mdp_lp
 from panda.mechanisms import (
     BASELINES,
     build_em,
@@ -22,6 +23,7 @@ from panda.mechanisms import (
     repair_mdp,
 )
 from panda.mechanisms.laplace import planar_laplace_noise_km
+from panda.network import _rome_dir
 
 EPS = 5.0  # 1/km, the paper's default
 
@@ -362,3 +364,54 @@ def test_repair_makes_a_nearly_mdp_matrix_exact(small, built):
     same, info = repair_mdp(em, small.d_km, EPS)
     np.testing.assert_allclose(same, em, rtol=1e-12)
     assert info["passes"] == 1
+
+
+def test_lp_row_generation_reaches_the_full_lp_optimum(small):
+    """Constraint generation (the default) and the LP with every pair row give the same optimum."""
+    full = build_lp(small, EPS, row_generation=False)
+    gen = build_lp(small, EPS)
+    assert_solved(full)
+    assert_solved(gen)
+    rounds = gen.details["row_generation"]
+    assert rounds["n_rounds"] >= 2  # the first round's neighbours are not enough: rows were added
+    assert sum(r.get("rows_added", 0) for r in rounds["rounds"]) > 0
+    assert gen.details["lp_rows"] < full.details["lp_rows"] == rounds["rows_full"]
+    assert gen.loss_m == pytest.approx(full.loss_m, rel=1e-6)
+    assert audit_mechanism(gen.matrix, small.d_km, EPS).passed
+
+
+def test_row_generation_stops_at_max_rows(small):
+    cost = small.prior[:, None] * small.cost_m
+    i, j = np.nonzero(~np.eye(small.n_records, dtype=bool))
+    res = solve_mdp_lp(cost, i, j, EPS * small.d_km[i, j], row_generation=True, max_rows=small.n_records * 30)
+    assert not res.success
+    assert res.lp.status.startswith("Too large")
+    assert res.z is None
+
+
+def test_lp_em_solves_when_candidates_span_beyond_the_floor(sparse):
+    """At eps = 30/km, candidate pairs farther than ln(1e6) / 30 = 0.46 km hold by the candidate floor.
+
+    An earlier version capped their coefficients at 1e12 instead and HiGHS reported 'Infeasible'
+    (or a solution far from mDP) on such instances (Rome at K = 500, Neubrandenburg at K = 1000).
+    """
+    eps = 30.0
+    result = build_lp_em(sparse, eps, n_candidates=20)
+    assert_solved(result)
+    assert audit_mechanism(result.matrix, sparse.d_km, eps).passed
+    assert result.details["repair"]["rows_renormalised"] == 0
+    assert result.details["repair"]["max_log_excess_before"] < 0.1  # only solver tolerance to repair
+    em = build_em(sparse, eps)
+    assert result.loss_m <= em.loss_m + 1e-6 * 20 * sparse.cost_m.max()
+    assert result.details["numerics"]["candidate_pairs_implied_by_floor"] > 0
+
+
+@pytest.mark.skipif(_rome_dir() is None, reason="the paper's Rome network (../shared/data/rome-paper) is absent")
+def test_lp_em_on_rome_k500_is_solved_and_exactly_mdp():
+    """The compare instance where LP+EM used to fail (HiGHS 'Infeasible', seed 0)."""
+    inst = make_instance(load_city("rome-paper"), n_records=500, n_outputs=100, n_users=50, seed=0)
+    result = build_lp_em(inst, 5.0)
+    assert_solved(result)
+    assert result.details["repair"]["max_log_excess_before"] < 0.1
+    assert audit_mechanism(result.matrix, inst.d_km, 5.0).passed
+    assert result.loss_m < build_em(inst, 5.0).loss_m

@@ -169,7 +169,8 @@ def build_lp(
     eta: float = 1e-6,
     spanner_dilation: float | None = None,
     time_limit_s: float = 1800.0,
-    solver: str = "ipm",
+    solver: str = "simplex",
+    row_generation: bool = True,
 ) -> MechanismResult:
     """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014) with HiGHS.
 
@@ -188,7 +189,11 @@ def build_lp(
         HiGHS time limit; beyond it the status is ``"unsolved: time limit after ... s"`` and the
         matrix ``None``.
     solver
-        HiGHS solver (``"ipm"``, ``"simplex"``, ...).
+        HiGHS solver (``"simplex"``, ``"ipm"``, ...).
+    row_generation
+        Solve by constraint generation (:func:`panda.lp.solve_mdp_lp`): the same optimum, with
+        only the pair rows that bind (a few per record and output) in the LP. ``False`` writes
+        every pair row at once.
     """
     eps = check_epsilon(epsilon_per_km, "build_lp")
     eta = check_eta(eta, instance.n_outputs, "build_lp")
@@ -204,7 +209,7 @@ def build_lp(
     if remaining <= 0:
         return finish("lp", eps, instance, None, f"unsolved: time limit after {time_limit_s:.1f} s", t0, info)
     cost = instance.prior[:, None] * instance.cost_m
-    res = solve_mdp_lp(cost, pi, pj, b, eta=eta, time_limit_s=remaining, solver=solver)
+    res = solve_mdp_lp(cost, pi, pj, b, eta=eta, time_limit_s=remaining, solver=solver, row_generation=row_generation)
     details = {
         **info,
         "eta": eta,
@@ -218,6 +223,8 @@ def build_lp(
         "solver": solver,
         "objective_m": res.objective,
     }
+    if "row_generation" in res.extra:
+        details["row_generation"] = res.extra["row_generation"]
     if not res.success or res.z is None:
         return finish("lp", eps, instance, None, unsolved_status(res.lp.status, time.perf_counter() - t0), t0, details)
     matrix, details["repair"] = repair_mdp(res.z, instance.d_km, eps)
