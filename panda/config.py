@@ -60,6 +60,7 @@ RECOMMENDED: dict[str, Any] = {
     "far_rule": "h_gamma",
     "gamma_km": 0.05,
     "bayes_adjustment": False,
+    "neighbourhood_size": 5,
 }
 
 
