@@ -533,39 +533,20 @@ def solve_mdp_lp(
         gi, gj, gb = gi[first], gj[first], gb[first]
     n_kept = int(gi.size)
 
-    if row_generation:
-        res, rounds = _solve_by_row_generation(
-            gcost,
-            gi,
-            gj,
-            gb,
-            eta=eta,
-            time_limit_s=time_limit_s,
-            solver=solver,
-            max_rows=max_rows,
-            initial_neighbours=initial_neighbours,
-            t_start=t0,
-        )
-        build = rounds["build_time_s"]
-    elif n_groups + n_kept * m > max_rows:
-        res = _too_large(n_groups + n_kept * m, n_groups * m, max_rows, solver)
-        build = time.perf_counter() - t0
-        rounds = {}
-    else:
-        rows_active = np.repeat(np.arange(n_kept), m), np.tile(np.arange(m), n_kept)
-        a, row_lower, row_upper = _mdp_rows(n_groups, m, gi, gj, gb, *rows_active)
-        build = time.perf_counter() - t0
-        res = solve_lp(
-            gcost.ravel(),
-            a,
-            row_lower,
-            row_upper,
-            np.full(n_groups * m, eta),
-            np.ones(n_groups * m),
-            time_limit_s=time_limit_s,
-            solver=solver,
-        )
-        rounds = {}
+    # Without row generation every pair row starts active: one round, nothing left to add.
+    res, rounds = _solve_by_row_generation(
+        gcost,
+        gi,
+        gj,
+        gb,
+        eta=eta,
+        time_limit_s=time_limit_s,
+        solver=solver,
+        max_rows=max_rows,
+        initial_neighbours=initial_neighbours if row_generation else n_kept,
+        t_start=t0,
+    )
+    build = rounds["build_time_s"]
     z = None
     objective = float("nan")
     repair_info: dict = {}
