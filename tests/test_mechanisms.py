@@ -375,6 +375,7 @@ def test_lp_row_generation_reaches_the_full_lp_optimum(small):
     rounds = gen.details["row_generation"]
     assert rounds["n_rounds"] >= 2  # the first round's neighbours are not enough: rows were added
     assert sum(r.get("rows_added", 0) for r in rounds["rounds"]) > 0
+    assert any(r["warm"] for r in rounds["rounds"])  # small batches continue from the last basis
     assert gen.details["lp_rows"] < full.details["lp_rows"] == rounds["rows_full"]
     assert gen.loss_m == pytest.approx(full.loss_m, rel=1e-6)
     assert audit_mechanism(gen.matrix, small.d_km, EPS).passed
