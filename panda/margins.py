@@ -115,11 +115,28 @@ class _NearTable:
         return np.searchsorted(self.records, records)
 
 
-def _lexsort2(value: np.ndarray, seg: np.ndarray, tie: np.ndarray | None = None) -> np.ndarray:
-    """Order by ``(seg, value, tie)``: stable argsorts, least significant key first (faster than lexsort)."""
-    order = np.arange(value.size) if tie is None else np.argsort(tie, kind="stable")
-    order = order[np.argsort(value[order], kind="stable")]
-    return order[np.argsort(seg[order], kind="stable")]
+def _segment_order(value: np.ndarray, counts: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
+    """Permutation sorting ``value`` stably inside each contiguous segment (``counts``, ``seg_start``).
+
+    Equal to ``np.lexsort((value, seg))`` for contiguous segments, without a global sort: segments are
+    grouped by size (powers of two), padded with NaN (NaN sorts last, after any real NaN, since the
+    sort is stable) and each bucket is sorted row-wise. Sorting rows of ~1,000 candidates is much
+    cheaper than two global stable sorts of millions.
+    """
+    order = np.arange(value.size)
+    multi = np.flatnonzero(counts > 1)
+    if not multi.size:
+        return order
+    width = np.ceil(np.log2(counts[multi])).astype(np.int64)
+    for w in np.unique(width):
+        segs = multi[width == w]
+        cols = np.arange(1 << int(w))
+        idx = seg_start[segs, None] + cols[None, :]
+        valid = cols[None, :] < counts[segs, None]
+        vals = np.where(valid, value[np.where(valid, idx, 0)], np.nan)
+        o = np.argsort(vals, axis=1, kind="stable")
+        order[idx[valid]] = np.take_along_axis(idx, o, axis=1)[valid]
+    return order
 
 
 def _energy(model: SelectionModel, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -221,10 +238,8 @@ def _margin_unique(
     e_pair = _energy(model, up, uq)
     delta = e_cand - e_pair[seg]
     # Sort candidates inside each segment (segments are contiguous blocks; singletons need no sort).
-    multi = np.flatnonzero(counts[seg] > 1)
-    if multi.size:
-        o = _lexsort2(delta[multi], seg[multi])
-        delta[multi], weight[multi] = delta[multi[o]], weight[multi[o]]
+    o = _segment_order(delta, counts, seg_start)
+    delta, weight = delta[o], weight[o]
     cum = np.cumsum(weight)
     seg_base = np.concatenate([[0.0], cum])[seg_start]
     cum_in = cum - seg_base[seg]

@@ -18,7 +18,7 @@ from panda.accounting import phase1_cost, phase1_cost_sparse
 from panda.anchors import SelectionModel, sample_anchor_sets, selection_probabilities
 from panda.config import PandaConfig, preset
 from panda.lp import solve_mdp_lp
-from panda.margins import margin_for_records, surrogate_probabilities
+from panda.margins import _segment_order, margin_for_records, surrogate_probabilities
 from panda.phase2 import pair_log_ratio, sample_outputs
 
 DECAYS = ["exponential", "power", "logistic"]
@@ -149,6 +149,24 @@ def test_anchor_sets_are_bernoulli_draws_and_empty_sets_are_counted(small):
 
 
 # ------------------------------------------------------------------ exact: margins
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 70), min_size=1, max_size=30),
+    st.integers(0, 2**31 - 1),
+)
+def test_segment_order_equals_a_stable_lexsort(counts, seed):
+    """The bucketed per-segment sort orders exactly like np.lexsort((value, seg)), ties, inf and NaN included."""
+    rng = np.random.default_rng(seed)
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    value = rng.choice([-np.inf, -1.0, 0.0, 0.5, 2.0, np.inf, np.nan], size=total)
+    normal = rng.random(total) < 0.5
+    value[normal] = rng.normal(size=int(normal.sum()))
+    seg = np.repeat(np.arange(counts.size), counts)
+    seg_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    np.testing.assert_array_equal(_segment_order(value, counts, seg_start), np.lexsort((value, seg)))
 
 
 def _brute_xi(model: SelectionModel, d: np.ndarray, eps_bar: np.ndarray, p: int, q: int, t: float) -> float:
@@ -393,7 +411,11 @@ def test_recommended_preset_is_the_recorded_sweep_winner():
     best = min(qualifying, key=qualifying.get)
     rec = preset("recommended")
     assert (rec.alpha, rec.lambda_per_km, rec.far_rule, rec.gamma_km, rec.delta) == (
-        best[0], best[1], best[2], best[3], best[4]
+        best[0],
+        best[1],
+        best[2],
+        best[3],
+        best[4],
     )
     assert rec.bayes_adjustment is False
 
