@@ -634,10 +634,8 @@ def measure_method(
     dict
         Metric columns of :data:`ROW_COLUMNS` (missing ones are written empty).
     """
-    from panda.audit import adversary_error_m, audit_mechanism
-    from panda.compare import PANDA_METHODS, _build
+    from panda.compare import PANDA_METHODS, _build, audit_columns
     from panda.config import PandaConfig
-    from panda.pmdp import audit_panda
 
     cfg = config if config is not None else PandaConfig(epsilon_per_km=job.epsilon_per_km)
     eps = float(job.epsilon_per_km)
@@ -662,21 +660,9 @@ def measure_method(
         row["lp_time_s"] = float(lp_time)
 
     t_audit = time.perf_counter()
-    k = instance.n_records
-    if mech.matrix is not None:
-        d = instance.d_km
-        if k * (k - 1) // 2 <= audit_sample_pairs:
-            aud = audit_mechanism(mech.matrix, d, eps)
-        else:
-            ui, uj = np.triu_indices(instance.n_users, k=1)
-            pairs = (instance.users[ui], instance.users[uj])
-            aud = audit_mechanism(mech.matrix, d, eps, pairs=pairs, sample_pairs=audit_sample_pairs, rng=seed)
-        row["violation_rate"] = float(aud.violation_rate)
-        row["epsilon_min_per_km"] = float(aud.epsilon_min_per_km)
-        row["audit_scope"] = str(aud.scope)
-        row["adversary_error_m"] = float(adversary_error_m(mech.matrix, instance.prior, d * 1000.0))
-        users = instance.users
-        row["users_loss_m"] = float((instance.cost_m[users] * mech.matrix[users]).sum(axis=1).mean())
+    row.update(audit_columns(instance, job.method, mech, audit_sample_pairs=audit_sample_pairs, seed=seed))
+    if "audit_note" in row:
+        details["audit_note"] = row.pop("audit_note")
     if job.method in PANDA_METHODS and "panda" in mech.details:
         res = mech.details["panda"]
         s = res.summary()
@@ -706,10 +692,6 @@ def measure_method(
         row["time_relaxed_lp_s"] = float(t.get("relaxed_lp", 0.0))  # the lower bound: a diagnostic, not the mechanism
         details["panda_timings_s"] = dict(t)
         details["lp_status"] = res.lp_status
-        if res.z is not None:
-            pm = audit_panda(res, instance, n_record_pairs=0)
-            row["pmdp_user_rate_over_delta"] = float(pm.user_rate_over_delta)
-            row["users_loss_m"] = float(res.loss_expected_m)
     row["audit_time_s"] = time.perf_counter() - t_audit
     row["details"] = json.dumps(details, default=_json_default, sort_keys=True)
     return row
