@@ -638,7 +638,6 @@ def measure_method(
     from panda.config import PandaConfig
 
     cfg = config if config is not None else PandaConfig(epsilon_per_km=job.epsilon_per_km)
-    eps = float(job.epsilon_per_km)
     row = _nan_row()
     t0 = time.perf_counter()
     c0 = time.process_time()
