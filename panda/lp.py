@@ -389,6 +389,15 @@ def _mdp_rows(
     return a, row_lower, row_upper
 
 
+def _group_first(entries: np.ndarray | None, labels: np.ndarray, n_groups: int) -> np.ndarray | None:
+    """``entries`` of the first row of each contracted group (``None`` passes through)."""
+    if entries is None:
+        return None
+    first = np.full(n_groups, -1, dtype=np.int64)
+    first[labels[::-1]] = np.arange(labels.size)[::-1]
+    return np.asarray(entries, dtype=bool)[first]
+
+
 def _solve_by_row_generation(
     gcost: np.ndarray,
     gi: np.ndarray,
@@ -400,6 +409,7 @@ def _solve_by_row_generation(
     solver: str,
     max_rows: int,
     initial_neighbours: int,
+    initial_entries: np.ndarray | None,
     t_start: float,
 ) -> tuple[LPResult, dict]:
     """Constraint generation for the reduced mDP LP (see ``row_generation`` in :func:`solve_mdp_lp`)."""
@@ -413,6 +423,8 @@ def _solve_by_row_generation(
     rank[order] = np.arange(n_kept) - first[gi[order]]
     active = np.zeros((n_kept, m), dtype=bool)
     active[rank < initial_neighbours] = True
+    if initial_entries is not None:
+        active &= initial_entries[gi]
     log: list[dict] = []
     info = {"rounds": log, "tolerance": ROW_GENERATION_TOL, "rows_full": int(n_groups + n_kept * m)}
     build = 0.0
@@ -466,8 +478,12 @@ def _solve_by_row_generation(
             "objective": res.objective,
             "warm": warm,
         }
-        if warm and not res.success and res.status != "Time limit reached":
-            # A warm start can break down numerically (coefficients up to 1 / eta): solve afresh.
+        # A numerical breakdown (HiGHS "Not Set" and the like, with coefficients up to 1 / eta):
+        # a failed warm start is solved afresh; a failed fresh dual simplex is retried with IPM.
+        retry = None
+        if not res.success and res.status != "Time limit reached":
+            retry = solver if warm else ("ipm" if solver == "simplex" else None)
+        if retry is not None:
             a, row_lower, row_upper = _mdp_rows(n_groups, m, gi, gj, gb, *np.nonzero(active))
             h = build_highs(
                 gcost.ravel(),
@@ -476,16 +492,18 @@ def _solve_by_row_generation(
                 row_upper,
                 np.full(n_groups * m, eta),
                 np.ones(n_groups * m),
-                solver=solver,
+                solver=retry,
                 options={"time_limit": max(time_limit_s - (time.perf_counter() - t_start), 1e-3)},
             )
-            res = _run(h, solver)
+            res = _run(h, retry)
             entry.update(
-                warm_failed=entry["status"],
+                failed=f"{entry['status']} ({'warm ' if warm else ''}{solver})",
+                retried_with=retry,
                 status=res.status,
                 time_s=entry["time_s"] + res.time_s,
                 objective=res.objective,
             )
+            warm = False
         log.append(entry)
         if not res.success or res.x is None:
             break
@@ -519,6 +537,7 @@ def solve_mdp_lp(
     max_rows: int = MAX_LP_ROWS,
     row_generation: bool = False,
     initial_neighbours: int = 4,
+    initial_entries: np.ndarray | None = None,
 ) -> MdpLPResult:
     """Solve the mDP-shaped LP described in the module docstring.
 
@@ -549,6 +568,11 @@ def solve_mdp_lp(
         rows bind. ``max_rows`` and ``time_limit_s`` apply to the rounds together.
     initial_neighbours
         Pairs per row in the first round of ``row_generation``.
+    initial_entries
+        ``(R, M)`` booleans, for ``row_generation``: the first round writes a pair row
+        ``z[i, y] <= exp(B) z[j, y]`` only where ``initial_entries[i, y]`` (entries expected above
+        the floor; the others mostly sit on it, where no pair row can bind). Only a starting guess:
+        the rounds add whatever is violated. Rows contracted into a group use the group's first.
     """
     t0 = time.perf_counter()
     cost = np.asarray(cost, dtype=float)
@@ -610,6 +634,7 @@ def solve_mdp_lp(
         solver=solver,
         max_rows=max_rows,
         initial_neighbours=initial_neighbours if row_generation else n_kept,
+        initial_entries=_group_first(initial_entries, labels, n_groups) if row_generation else None,
         t_start=t0,
     )
     build = rounds["build_time_s"]

@@ -416,3 +416,24 @@ def test_lp_em_on_rome_k500_is_solved_and_exactly_mdp():
     assert result.details["repair"]["max_log_excess_before"] < 0.1
     assert audit_mechanism(result.matrix, inst.d_km, 5.0).passed
     assert result.loss_m < build_em(inst, 5.0).loss_m
+
+
+def test_row_generation_retries_a_numerical_breakdown_with_ipm(small, monkeypatch):
+    """A fresh dual simplex that fails (HiGHS 'Not Set', seen on Rome K=2000) is solved again with IPM."""
+    import panda.lp as lp
+
+    real_run, calls = lp._run, []
+
+    def first_fails(h, solver, t0=None):
+        calls.append(solver)
+        if len(calls) == 1:
+            return lp.LPResult("Not Set", False, None, float("nan"), 0.5, 0, 0, 0, solver)
+        return real_run(h, solver, t0)
+
+    monkeypatch.setattr(lp, "_run", first_fails)
+    result = build_lp(small, EPS)
+    assert_solved(result)
+    first = result.details["row_generation"]["rounds"][0]
+    assert calls[:2] == ["simplex", "ipm"]
+    assert first["failed"] == "Not Set (simplex)" and first["retried_with"] == "ipm"
+    assert audit_mechanism(result.matrix, small.d_km, EPS).passed

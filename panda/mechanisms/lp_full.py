@@ -32,7 +32,7 @@ import numpy as np
 
 from panda.instance import Instance
 from panda.lp import SOLVERS, solve_mdp_lp
-from panda.mechanisms._common import check_positive, finish, repair_mdp, unsolved_status
+from panda.mechanisms._common import check_positive, finish, output_distances_km, repair_mdp, unsolved_status
 from panda.mechanisms.base import MechanismResult, check_epsilon
 
 __all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta"]
@@ -209,7 +209,20 @@ def build_lp(
     if remaining <= 0:
         return finish("lp", eps, instance, None, f"unsolved: time limit after {time_limit_s:.1f} s", t0, info)
     cost = instance.prior[:, None] * instance.cost_m
-    res = solve_mdp_lp(cost, pi, pj, b, eta=eta, time_limit_s=remaining, solver=solver, row_generation=row_generation)
+    # First round of row generation: pair rows only where an entry can sit above the floor, i.e.
+    # the output is closer than ln(1 / eta) / eps (an EM-shaped row decays like exp(-eps d)).
+    near_output = output_distances_km(instance) < -np.log(eta) / eps if eta > 0 else None
+    res = solve_mdp_lp(
+        cost,
+        pi,
+        pj,
+        b,
+        eta=eta,
+        time_limit_s=remaining,
+        solver=solver,
+        row_generation=row_generation,
+        initial_entries=near_output,
+    )
     details = {
         **info,
         "eta": eta,
