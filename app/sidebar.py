@@ -54,7 +54,8 @@ PRESET_HELP = (
     "each user picks about half of the records as anchors. "
     "**recommended**: the lowest-loss setting of a sweep (experiments/recommend_sweep.py) whose exactly "
     f"audited violation probability stayed within δ = {_REC.delta:g} on Neubrandenburg and Liechtenstein "
-    "(K = 200, ε = 5/km), but not on the dense Helsinki centre, where 36 % of user pairs exceeded δ; "
+    "(K = 200, ε = 5/km, seeds 0 and 1), but not everywhere: 12 % of user pairs on Kotka (seed 0) and "
+    "16-36 % on the dense Helsinki centre exceeded δ (experiments/results/recommend_check.csv); "
     f"its tiny γ = {_REC.gamma_km * 1000:g} m makes each user upload most of the records."
 )
 _FAR_RULE = {"h_gamma": "h(γ)", "floor": "a constant floor", "artifact": "the published code's floor"}
