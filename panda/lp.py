@@ -469,7 +469,8 @@ def _solve_by_row_generation(
                 solver=solver,
             )
         build += time.perf_counter() - tb
-        h.setOptionValue("time_limit", float(remaining))
+        # HiGHS's time limit counts the object's whole run time (all warm rounds): extend it.
+        h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
         res = _run(h, solver)
         entry = {
             "rows": res.n_rows,
@@ -521,6 +522,10 @@ def _solve_by_row_generation(
             break
     info["build_time_s"] = build
     info["n_rounds"] = len(log)
+    # Every round is a relaxation of the (floored) LP: its optimum bounds the LP's from below, which
+    # is worth reporting when the rounds stop before the end (time limit).
+    solved = [r["objective"] for r in log if r["status"] == "Optimal"]
+    info["lower_bound"] = max(solved) if solved else float("nan")
     return res, info
 
 

@@ -378,6 +378,10 @@ def test_lp_row_generation_reaches_the_full_lp_optimum(small):
     assert any(r["warm"] for r in rounds["rounds"])  # small batches continue from the last basis
     assert gen.details["lp_rows"] < full.details["lp_rows"] == rounds["rows_full"]
     assert gen.loss_m == pytest.approx(full.loss_m, rel=1e-6)
+    # Each round is a relaxation: its optimum is a lower bound, the last one the optimum itself.
+    assert (
+        rounds["rounds"][0]["objective"] < rounds["lower_bound"] == pytest.approx(full.details["objective_m"], rel=1e-6)
+    )
     assert audit_mechanism(gen.matrix, small.d_km, EPS).passed
 
 
