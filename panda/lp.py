@@ -432,6 +432,13 @@ def _solve_by_row_generation(
     step = max(1, 8_000_000 // max(m, 1))  # pairs checked at once
     h: highspy.Highs | None = None
     new = active
+
+    def fresh(with_solver: str) -> highspy.Highs:
+        """Build a new HiGHS model of the rows active now."""
+        a, row_lower, row_upper = _mdp_rows(n_groups, m, gi, gj, gb, *np.nonzero(active))
+        lower, upper = np.full(n_groups * m, eta), np.ones(n_groups * m)
+        return build_highs(gcost.ravel(), a, row_lower, row_upper, lower, upper, solver=with_solver)
+
     while True:
         tb = time.perf_counter()
         n_active = int(active.sum())
@@ -458,16 +465,7 @@ def _solve_by_row_generation(
                 a_new.data,
             )
         else:
-            a, row_lower, row_upper = _mdp_rows(n_groups, m, gi, gj, gb, *np.nonzero(active))
-            h = build_highs(
-                gcost.ravel(),
-                a,
-                row_lower,
-                row_upper,
-                np.full(n_groups * m, eta),
-                np.ones(n_groups * m),
-                solver=solver,
-            )
+            h = fresh(solver)
         build += time.perf_counter() - tb
         # HiGHS's time limit counts the object's whole run time (all warm rounds): extend it.
         h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
@@ -485,17 +483,8 @@ def _solve_by_row_generation(
         if not res.success and res.status != "Time limit reached":
             retry = solver if warm else ("ipm" if solver == "simplex" else None)
         if retry is not None:
-            a, row_lower, row_upper = _mdp_rows(n_groups, m, gi, gj, gb, *np.nonzero(active))
-            h = build_highs(
-                gcost.ravel(),
-                a,
-                row_lower,
-                row_upper,
-                np.full(n_groups * m, eta),
-                np.ones(n_groups * m),
-                solver=retry,
-                options={"time_limit": max(time_limit_s - (time.perf_counter() - t_start), 1e-3)},
-            )
+            h = fresh(retry)
+            h.setOptionValue("time_limit", max(time_limit_s - (time.perf_counter() - t_start), 1e-3))
             res = _run(h, retry)
             entry.update(
                 failed=f"{entry['status']} ({'warm ' if warm else ''}{solver})",
