@@ -239,6 +239,10 @@ def build_lp(
     if "row_generation" in res.extra:
         details["row_generation"] = res.extra["row_generation"]
     if not res.success or res.z is None:
-        return finish("lp", eps, instance, None, unsolved_status(res.lp.status, time.perf_counter() - t0), t0, details)
+        status = unsolved_status(res.lp.status, time.perf_counter() - t0)
+        bound = details.get("row_generation", {}).get("lower_bound", float("nan"))
+        if np.isfinite(bound):  # every round is a relaxation: its optimum bounds the LP's from below
+            status += f"; loss >= {bound:.1f} m (last finished round)"
+        return finish("lp", eps, instance, None, status, t0, details)
     matrix, details["repair"] = repair_mdp(res.z, instance.d_km, eps)
     return finish("lp", eps, instance, matrix, "solved", t0, details)
