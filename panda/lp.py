@@ -495,8 +495,8 @@ def _solve_by_row_generation(
             )
             warm = False
         log.append(entry)
-        if not res.success or res.x is None:
-            break
+        if not res.success or res.x is None or n_active == n_kept * m:
+            break  # unsolved, or every row was in the LP (no row generation): nothing to check
         tb = time.perf_counter()
         z = res.x.reshape(n_groups, m)
         new = np.zeros_like(active)
