@@ -12,18 +12,30 @@ if str(ROOT) not in sys.path:  # `streamlit run app` without the package install
 
 import streamlit as st  # noqa: E402
 
-from app import sidebar, state  # noqa: E402
+from app import sidebar, state, style  # noqa: E402
 
 # A local icon file: a ":material/...:" page icon makes the browser fetch the favicon from fonts.gstatic.com.
-st.set_page_config(page_title="PAnDA Explorer", page_icon=str(ROOT / "assets" / "favicon.png"), layout="wide")
+# Presenter view (a projector at 1280x720): the sidebar starts collapsed, the type is larger.
+if "w_present" not in st.session_state:
+    st.session_state["w_present"] = st.query_params.get("present") == "1"
+PRESENTING = bool(st.session_state["w_present"])
+st.set_page_config(
+    page_title="PAnDA Explorer",
+    page_icon=str(ROOT / "assets" / "favicon.png"),
+    layout="wide",
+    initial_sidebar_state="collapsed" if PRESENTING else "auto",
+)
+st.html(style.css(presenting=PRESENTING))
+st.session_state["present"] = PRESENTING
 
 state.panda_worker()  # starts the worker process (if not running) while the sidebar loads the network
 
 pages = [
-    st.Page("app_pages/explore.py", title="Explore", icon=":material/map:", default=True),
+    st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:", default=True),
+    st.Page("app_pages/explore.py", title="PAnDA", icon=":material/map:", url_path="explore"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
     st.Page("app_pages/audit.py", title="Audit", icon=":material/fact_check:"),
-    st.Page("app_pages/learn.py", title="Learn", icon=":material/school:"),
+    st.Page("app_pages/learn.py", title="Learn", icon=":material/menu_book:"),
 ]
 page = st.navigation(pages)
 

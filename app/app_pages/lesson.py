@@ -1,0 +1,359 @@
+"""Lesson (the first screen): geo-indistinguishability working, one mechanism at a time, on a real city.
+
+Pick a place on the map, pick a mechanism, move ε: the map shows where the place's reports land, the
+"Two places" tab shows why a second place nearby is indistinguishable, the curve shows the
+privacy-utility trade-off of every mechanism, and the attacker mode shows what one report reveals.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import streamlit as st
+
+import panda
+from app import common, lesson, lesson_charts, lesson_maps, maps, state
+from app.analysis import fmt_m, fmt_pct, surrogate_rows
+from app.params import RANGES, to_config
+from app.worker import WorkerError
+
+#: Time limit of one LP-based mechanism build on this page, seconds (the page says when it is hit).
+LP_TIME_LIMIT_S = 20.0
+MAP_HEIGHT = 540
+N_SAMPLES = 10
+
+ss = st.session_state
+params = common.current_params()
+presenting = bool(ss.get("present"))
+
+# ---------------------------------------------------------------------------------------------
+# The instance
+try:
+    net = state.network(params.source)
+    with st.spinner("Drawing places and outputs ..."):
+        inst = state.instance(*params.instance_key)
+except Exception as exc:  # noqa: BLE001 (never a traceback in the page)
+    st.error(
+        "**The places for this lesson could not be prepared.** Try fewer places (K) or outputs in the sidebar, "
+        f"or another city.\n\nDetails: {exc}"
+    )
+    st.stop()
+K = inst.n_records
+
+
+def _valid_place(key: str, default: int) -> None:
+    value = ss.get(key)
+    if not isinstance(value, (int, np.integer)) or not (0 <= int(value) < K):
+        ss[key] = int(default)
+
+
+_valid_place("lesson_a", lesson.default_place(inst))
+_valid_place("lesson_b", lesson.second_place(inst, int(ss.lesson_a)))
+if ss.lesson_b == ss.lesson_a:
+    ss.lesson_b = lesson.second_place(inst, int(ss.lesson_a))
+if ss.get("lesson_mech") not in lesson.MECHANISMS:
+    ss.lesson_mech = "laplace"
+if ss.get("lesson_mode") not in lesson_maps.MODES:
+    ss.lesson_mode = "reports"
+if ss.get("lesson_click") not in ("A", "B"):
+    ss.lesson_click = "A"
+# The page's ε slider mirrors the sidebar's (one value: Params.epsilon_per_km).
+if ss.get("lesson_eps") != ss.get("w_eps", params.epsilon_per_km):
+    ss.lesson_eps = float(ss.get("w_eps", params.epsilon_per_km))
+
+
+def _eps_changed() -> None:
+    ss.w_eps = float(ss.lesson_eps)
+
+
+def _map_clicked() -> None:
+    sel = (ss.get("lesson_map") or {}).get("selection") or {}
+    objects = sel.get("objects") or {}
+    for layer in (lesson_maps.PLACE_LAYER, "belief"):
+        for obj in objects.get(layer) or []:
+            if isinstance(obj, dict) and "x" in obj:
+                ss["lesson_a" if ss.get("lesson_click", "A") == "A" else "lesson_b"] = int(obj["x"])
+                return
+
+
+# ---------------------------------------------------------------------------------------------
+# Header and controls (right column); the map fills the left column, above the fold at 1280x720.
+place_name = panda.CITIES[net.name][1].split(":")[0] if net.name in panda.CITIES else net.name
+st.markdown(f"#### Geo-indistinguishability on the roads of {place_name}")
+if not presenting:
+    st.caption(
+        "**Start here:** ① move **ε** and watch where place A's reports land · ② switch mechanisms and read "
+        "*Two places* · ③ open *Trade-off curve* · ④ then PAnDA: why its published setup leaks (page *PAnDA*)."
+    )
+left, right = st.columns([3, 2], gap="medium")
+with right:
+    c1, c2 = st.columns([1, 1], vertical_alignment="bottom")
+    mech_key = c1.selectbox(
+        "Mechanism",
+        list(lesson.MECHANISMS),
+        key="lesson_mech",
+        format_func=lambda k: lesson.MECHANISMS[k][0],
+        help="\n".join(f"- **{label}**: {text}" for label, text in lesson.MECHANISMS.values()),
+    )
+    eps = c2.slider(
+        "ε (1/km)",
+        *RANGES["epsilon_per_km"],
+        step=0.5,
+        key="lesson_eps",
+        on_change=_eps_changed,
+        help="The privacy budget, the same as the sidebar's. Smaller ε: reports spread further, places blur together.",
+    )
+    place_label = lambda x: f"Place {x}"  # noqa: E731 (stable labels: the pinned streamlit keys a selectbox by label)
+    c3, c4 = st.columns(2)
+    c3.selectbox("Place A (red)", range(K), key="lesson_a", format_func=place_label, help="Or click a place on the map.")
+    c4.selectbox(
+        "Place B (blue)", range(K), key="lesson_b", format_func=place_label, help="The place A is compared with."
+    )
+    eps = float(eps)
+    a, b = int(ss.lesson_a), int(ss.lesson_b)
+    d_ab_km = float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0])
+    st.caption(
+        f"**ε = {eps:g}/km means:** a report may be at most {lesson.times(eps * 0.2)} likelier from one place than "
+        f"from another 200 m away ({lesson.times(eps)} at 1 km). A and B are {fmt_m(1000 * d_ab_km)} apart: "
+        f"{lesson.times(eps * d_ab_km)} allowed."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The mechanism's rows
+class _Rows:
+    """What the page needs of one mechanism: A's and B's report rows, the matrix if it has one, numbers."""
+
+    def __init__(self) -> None:
+        self.matrix: np.ndarray | None = None
+        self.row_a: np.ndarray | None = None
+        self.row_b: np.ndarray | None = None
+        self.shown_a, self.shown_b = a, b
+        self.phase1 = 0.0
+        self.problem: str | None = None
+        self.note: str | None = None
+        self.numbers: dict = {}
+        self.estimated = False  # a sampled estimate: no exact verdict may be drawn from it
+
+
+def _baseline_rows(key: str) -> _Rows:
+    out = _Rows()
+    options: tuple = (("time_limit_s", LP_TIME_LIMIT_S),) if key.startswith("lp") else ()
+    label = lesson.MECHANISMS[key][0]
+    wait = f" (up to {LP_TIME_LIMIT_S:.0f} s)" if key.startswith("lp") else ""
+    try:
+        with st.spinner(f"Building {label} at ε = {eps:g}/km{wait} ..."):
+            job = state.start(state.baseline, params.instance_key, key, eps, options)
+            mech = job.result()
+            out.numbers = state.mechanism_numbers(params.instance_key, key, eps, options)
+    except WorkerError as exc:
+        out.problem = f"**{label} could not be built here:** {exc}."
+        return out
+    if mech.matrix is None:
+        status = mech.status
+        if status.startswith("unsolved"):
+            out.problem = (
+                f"**{label} did not finish within {LP_TIME_LIMIT_S:.0f} s** on {K} places (a dense city makes the "
+                "linear program large). Try fewer places K in the sidebar, or another mechanism."
+            )
+            bound = mech.details.get("lower_bound_m") if isinstance(mech.details, dict) else None
+            if bound is not None and math.isfinite(float(bound)):
+                out.problem += f" What is proven: no mechanism can have an expected error below {fmt_m(float(bound))}."
+        else:
+            out.problem = f"**{label} could not be built at ε = {eps:g}/km.** The solver reported: {status}."
+        return out
+    out.matrix = mech.matrix
+    out.row_a, out.row_b = mech.matrix[a], mech.matrix[b]
+    out.estimated = bool(isinstance(mech.details, dict) and mech.details.get("estimated"))
+    return out
+
+
+def _panda_rows(key: str) -> _Rows:
+    out = _Rows()
+    config = to_config(params.replace(decay=lesson.PANDA_KEYS[key]))
+    items = state.config_items(config)
+    try:
+        with st.spinner(f"Running {lesson.MECHANISMS[key][0]} at ε = {eps:g}/km ..."):
+            res = state.panda_result(params.instance_key, items, params.seed)
+    except Exception as exc:  # noqa: BLE001
+        out.problem = f"**PAnDA could not run on this view.** {exc}"
+        return out
+    rows = surrogate_rows(res)
+    ok = np.flatnonzero(rows >= 0)
+    if res.z is None or ok.size < 2:
+        out.problem = (
+            f"**PAnDA released no usable report distributions here** ({ok.size} of {res.user_records.size} users "
+            "have one). Open the PAnDA page for the reasons."
+        )
+        return out
+    users = res.user_records[ok]
+    near = [int(ok[np.argmin(inst.distances_km(np.array([x]), users)[0])]) for x in (a, b)]
+    if near[0] == near[1]:
+        near[1] = int(ok[np.argsort(inst.distances_km(np.array([a]), users)[0])[1]])
+    ua, ub = (int(res.user_records[n]) for n in near)
+    out.shown_a, out.shown_b = ua, ub
+    out.row_a, out.row_b = res.z[rows[near[0]]], res.z[rows[near[1]]]
+    out.phase1 = state.phase1_pair_cost(params.instance_key, items, params.seed, ua, ub)
+    if (ua, ub) != (a, b):
+        out.note = (
+            f"PAnDA only has report distributions for its {res.user_records.size} users (anchors drawn for them): "
+            f"showing the users at place {ua} (for A) and place {ub} (for B), the nearest to your places."
+        )
+    out.numbers = {
+        "audited": True,
+        "passed": res.user_pair_violation_rate == 0,
+        "violation_rate": res.user_pair_violation_rate,
+        "panda": True,
+    }
+    return out
+
+
+with right:
+    rows = _panda_rows(mech_key) if mech_key in lesson.PANDA_KEYS else _baseline_rows(mech_key)
+    if rows.problem:
+        st.warning(rows.problem)
+    if rows.note:
+        st.caption(rows.note)
+pa, pb = rows.shown_a, rows.shown_b
+
+# ---------------------------------------------------------------------------------------------
+# Three key numbers
+m1, m2, m3 = right.columns(3)
+err_a = lesson.expected_error_m(rows.row_a, inst.cost_m[pa]) if rows.row_a is not None else float("nan")
+m1.metric(
+    "Error at A",
+    fmt_m(err_a),
+    help="Average road distance between place A and its report: what privacy costs this person.",
+)
+adv = rows.numbers.get("adversary_error_m", float("nan"))
+m2.metric(
+    "Attacker error",
+    fmt_m(adv),
+    help="How far, on average over all places, the best possible attacker's guess is from the truth when it "
+    "knows the mechanism and how people are spread. Larger is more private.",
+)
+num = rows.numbers
+if not num.get("audited"):
+    verdict, verdict_help = "—", "No exact check: the mechanism has no matrix here."
+elif num.get("passed"):
+    verdict, verdict_help = "✓ holds", "Checked exactly for every pair of places and every report."
+else:
+    verdict = f"✗ {fmt_pct(num.get('violation_rate', float('nan')))} fail"
+    verdict_help = (
+        "Share of user pairs whose reports (with the anchor upload counted) are more distinguishable than ε allows."
+        if num.get("panda")
+        else "Share of place pairs that are more distinguishable than ε allows (exact check)."
+    )
+m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_help)
+
+# ---------------------------------------------------------------------------------------------
+# Map (left) and tabs (right)
+with left:
+    mc1, mc2, mc3 = st.columns([4, 3, 2], vertical_alignment="center")
+    mode = (
+        mc1.segmented_control(
+            "Map shows",
+            list(lesson_maps.MODES),
+            key="lesson_mode",
+            format_func=lesson_maps.MODES.get,
+            label_visibility="collapsed",
+        )
+        or "reports"
+    )
+    mc2.segmented_control(
+        "A click on the map picks",
+        ["A", "B"],
+        key="lesson_click",
+        format_func=lambda v: f"click → {v}",
+        label_visibility="collapsed",
+        help="Which place a click on the map sets.",
+    )
+    sample_id = (params.instance_key, mech_key, eps, pa)
+    if ss.get("lesson_samples_for") != sample_id:
+        ss.lesson_samples, ss.lesson_samples_for = [], sample_id
+    if mc3.button("Draw", icon=":material/casino:", disabled=rows.row_a is None, help="Draw 10 reports from A."):
+        rng = np.random.default_rng([params.seed, pa, len(ss.lesson_samples)])
+        p = np.asarray(rows.row_a, dtype=float)
+        ss.lesson_samples = ss.lesson_samples + rng.choice(p.size, size=N_SAMPLES, p=p / p.sum()).tolist()
+    samples = list(ss.lesson_samples)
+
+    belief = report = guess = None
+    if mode == "attacker" and rows.matrix is not None and rows.row_a is not None:
+        report = int(samples[-1]) if samples else int(np.argmax(rows.row_a))
+        belief = lesson.posterior(inst.prior, rows.matrix, report)
+        guess = lesson.bayes_guess(belief, inst.d_km * 1000.0)
+    with common.guarded("The map"):
+        segments, _ = maps.road_segments(net)
+        density = None
+        if mech_key == "laplace" and mode == "reports" and rows.row_a is not None:
+            half_km = min(max(4.0 / eps, 0.3), 0.6 * max(inst.d_max_km, 0.5))
+            density = lesson_maps.laplace_density_image(
+                float(inst.lon[pa]), float(inst.lat[pa]), eps, half_width_km=half_km
+            )
+        deck = lesson_maps.build_lesson_deck(
+            inst,
+            segments,
+            place_a=pa,
+            place_b=pb,
+            row_a=rows.row_a if mode == "reports" else None,
+            ring_m=err_a if mode == "reports" else None,
+            samples=samples if mode == "reports" else None,
+            density=density,
+            belief=belief,
+            report=report,
+            guess=guess,
+            height_px=MAP_HEIGHT,
+        )
+        st.pydeck_chart(
+            deck,
+            height=MAP_HEIGHT,
+            key="lesson_map",
+            on_select=_map_clicked,
+            selection_mode="single-object",
+        )
+    if mode == "attacker":
+        if belief is None:
+            st.caption("The attacker's view needs the mechanism's full matrix (not available here).")
+        else:
+            d_guess = 1000 * float(inst.distances_km_pairs(np.array([guess]), np.array([pa]))[0])
+            src = "the last sampled report" if samples else "A's most likely report (draw reports to pick others)"
+            st.caption(
+                f"The attacker sees {src} (white dot), knows the mechanism and how people are spread, and weighs "
+                f"every place by how likely it makes that report (bigger, redder = more believed). Its best guess "
+                f"(black) is **{fmt_m(d_guess)}** from the truth (red)."
+            )
+    else:
+        extra = " The soft glow is planar Laplace's noise before it is snapped to an output." if density else ""
+        st.caption(
+            "Red: place A · blue: place B · discs: where A's reports land (bigger, redder = likelier) · red ring: "
+            f"A's expected error ({fmt_m(err_a)}) · white: sampled reports.{extra}  \nMap data {net.attribution}"
+        )
+
+with right:
+    tabs = st.tabs(["Two places", "Trade-off curve", "About"], key="lesson_tab", on_change="rerun")
+    with tabs[0]:
+        if tabs[0].open is not False and rows.row_a is not None and rows.row_b is not None:
+            with common.guarded("The two-places comparison"):
+                d_km = float(inst.distances_km_pairs(np.array([pa]), np.array([pb]))[0])
+                check = lesson.pair_check(rows.row_a, rows.row_b, d_km, eps, phase1=rows.phase1)
+                st.markdown(lesson.ratio_sentence(check, verdict=not rows.estimated))
+                if rows.estimated:
+                    st.caption(
+                        "These rows are estimated by sampling, so small probabilities are noisy: no verdict is drawn."
+                    )
+                st.plotly_chart(
+                    lesson_charts.two_places(check, rows.row_a, rows.row_b, height=340), key="lesson_two_places"
+                )
+                st.caption(
+                    "Top: how likely each output is from A (red) and from B (blue). Bottom: the log of their ratio per "
+                    "output; ε-geo-indistinguishability keeps every bar between the dashed lines ±ε·d."
+                )
+    with tabs[1]:
+        if tabs[1].open:
+            st.info("The trade-off curve is being added.")
+    with tabs[2]:
+        if tabs[2].open:
+            label, text = lesson.MECHANISMS[mech_key]
+            st.markdown(f"**{label}**: {text}")
+            st.page_link("app_pages/learn.py", label="Learn: the ideas in plain words", icon=":material/school:")

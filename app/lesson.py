@@ -1,0 +1,167 @@
+"""The lesson's numbers: places, one mechanism's rows, two places compared, what an attacker infers.
+
+Pure numpy (no streamlit, no plotting): the Lesson page and its tests call these. Distances leave this
+module in metres unless a name says km; log-ratios are in nats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import panda
+
+__all__ = [
+    "MECHANISMS",
+    "BASELINE_KEYS",
+    "PANDA_KEYS",
+    "PairCheck",
+    "default_place",
+    "second_place",
+    "expected_error_m",
+    "pair_check",
+    "ratio_sentence",
+    "posterior",
+    "bayes_guess",
+    "times",
+]
+
+#: Mechanism key (stable option value) -> (label, one line for students). The order is the selector's.
+MECHANISMS: dict[str, tuple[str, str]] = {
+    "laplace": (
+        "Planar Laplace",
+        "Add random noise to the true position (the farther, the less likely), then report the nearest output.",
+    ),
+    "em": ("Exponential mechanism (EM)", "Report each output with a probability that falls with its distance."),
+    "em-br": (
+        "EM + Bayesian remap",
+        "EM, then the server moves each report to the place that is best on average given what it knows.",
+    ),
+    "lp-ca": ("LP + cell approximation", "An optimised mechanism solved on a coarse grid of cells."),
+    "lp-em": ("LP + EM candidates", "An optimised mechanism that only considers EM-like rows (faster LP)."),
+    "lp": ("Optimal mechanism (LP)", "The best possible utility under the guarantee: a linear program (slow)."),
+    "panda-e": ("PAnDA-e (exponential)", "PAnDA: upload a random set of anchors, then perturb (paper's method)."),
+    "panda-p": ("PAnDA-p (power law)", "PAnDA with a power-law anchor selection."),
+    "panda-l": ("PAnDA-l (logistic)", "PAnDA with a logistic anchor selection."),
+}
+BASELINE_KEYS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp")
+PANDA_KEYS = {"panda-e": "exponential", "panda-p": "power", "panda-l": "logistic"}
+
+
+def times(log_ratio: float) -> str:
+    """A log-ratio (nats) as a likelihood factor a student reads: 'x2.7', 'x1,200', 'x∞'."""
+    if not math.isfinite(log_ratio):
+        return "×∞"
+    f = math.exp(min(abs(log_ratio), 700.0))
+    if f < 10:
+        return f"×{f:.2f}" if f < 1.995 else f"×{f:.1f}"
+    if f < 1e6:
+        return f"×{f:,.0f}"
+    return f"×{f:.1e}"
+
+
+def default_place(instance: panda.Instance) -> int:
+    """The record nearest to the records' median position (a central place of the city)."""
+    lon, lat = np.asarray(instance.lon, dtype=float), np.asarray(instance.lat, dtype=float)
+    c_lon, c_lat = float(np.median(lon)), float(np.median(lat))
+    k = math.cos(math.radians(c_lat))
+    return int(np.argmin(((lon - c_lon) * k) ** 2 + (lat - c_lat) ** 2))
+
+
+def second_place(instance: panda.Instance, a: int, *, target_m: float = 300.0) -> int:
+    """The record whose privacy distance from ``a`` is closest to ``target_m`` (never ``a`` itself)."""
+    d_m = 1000.0 * np.asarray(instance.distances_km(np.array([a]), None), dtype=float)[0]
+    score = np.abs(d_m - target_m)
+    score[a] = np.inf
+    score[d_m <= 0] = np.inf  # a distinct record at the same position tells nothing
+    if not np.isfinite(score).any():
+        return int((a + 1) % instance.n_records)
+    return int(np.argmin(score))
+
+
+def expected_error_m(row: np.ndarray, cost_row_m: np.ndarray) -> float:
+    """Expected utility cost (metres) of one record's report distribution."""
+    return float(np.dot(np.asarray(row, dtype=float), np.asarray(cost_row_m, dtype=float)))
+
+
+@dataclass(frozen=True)
+class PairCheck:
+    """Two places compared output by output (nats; ``inf`` where one row is zero and the other not).
+
+    ``log_ratio[y] = ln P[a, y] - ln P[b, y]`` (``nan`` where both are zero: no evidence either way);
+    ``allowed = eps * d`` is what eps-geo-indistinguishability allows; ``phase1`` is what PAnDA's anchor
+    upload already reveals about the pair (0 for the other mechanisms); the check holds when
+    ``worst + phase1 <= allowed`` (with a 1e-9 relative tolerance for floating point).
+    """
+
+    log_ratio: np.ndarray
+    d_m: float
+    epsilon_per_km: float
+    phase1: float = 0.0
+
+    @property
+    def allowed(self) -> float:
+        """eps * d in nats."""
+        return self.epsilon_per_km * self.d_m / 1000.0
+
+    @property
+    def worst(self) -> float:
+        """max_y |ln P[a, y] - ln P[b, y]| over the outputs with evidence (0 if none)."""
+        v = np.abs(self.log_ratio[~np.isnan(self.log_ratio)])
+        return float(v.max()) if v.size else 0.0
+
+    @property
+    def worst_output(self) -> int:
+        """The output (position in Y) where the two places differ most (-1 if none)."""
+        v = np.abs(np.where(np.isnan(self.log_ratio), -1.0, self.log_ratio))
+        return int(np.argmax(v)) if v.size and v.max() >= 0 else -1
+
+    @property
+    def holds(self) -> bool:
+        """True when the pair satisfies eps-mDP (including PAnDA's Phase-I leak)."""
+        total = self.worst + self.phase1
+        return bool(total <= self.allowed * (1 + 1e-9) + 1e-12)
+
+
+def pair_check(row_a: np.ndarray, row_b: np.ndarray, d_km: float, epsilon_per_km: float, *, phase1: float = 0.0) -> PairCheck:
+    """Compare two report distributions output by output (see :class:`PairCheck`)."""
+    a, b = np.asarray(row_a, dtype=float), np.asarray(row_b, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lr = np.log(a) - np.log(b)
+    lr = np.where((a == 0) & (b == 0), np.nan, lr)
+    return PairCheck(log_ratio=lr, d_m=1000.0 * float(d_km), epsilon_per_km=float(epsilon_per_km), phase1=float(phase1))
+
+
+def _fmt_m(value: float) -> str:
+    return f"{value / 1000:,.1f} km" if value >= 10_000 else f"{value:,.0f} m"
+
+
+def ratio_sentence(check: PairCheck, *, verdict: bool = True) -> str:
+    """The sentence a student reads about two places (markdown); ``verdict=False`` leaves out the judgement."""
+    allowed = f"ε = {check.epsilon_per_km:g}/km allows {times(check.allowed)} for places {_fmt_m(check.d_m)} apart"
+    head = f"A report is at most **{times(check.worst)}** likelier from one place than from the other; {allowed}"
+    if check.phase1 > 0:
+        head += (
+            f". PAnDA's anchor upload already tells them apart by up to {times(check.phase1)}, so together "
+            f"**{times(check.worst + check.phase1)}**"
+        )
+    if not verdict:
+        return f"{head}."
+    judged = "✓ within the promise." if check.holds else "✗ **beyond the promise**: an attacker can tell them apart."
+    return f"{head}. {judged}"
+
+
+def posterior(prior: np.ndarray, matrix: np.ndarray, y: int) -> np.ndarray:
+    """``(K,)`` the attacker's belief ``Pr[x | report y]``, proportional to ``prior[x] * P[x, y]``."""
+    joint = np.asarray(prior, dtype=float) * np.asarray(matrix, dtype=float)[:, int(y)]
+    total = joint.sum()
+    if total <= 0:
+        return np.full(joint.size, 1.0 / joint.size)
+    return joint / total
+
+
+def bayes_guess(post: np.ndarray, distance_m: np.ndarray) -> int:
+    """The Bayes-optimal guess: the record with the least expected distance to the truth under ``post``."""
+    return int(np.argmin(np.asarray(post, dtype=float) @ np.asarray(distance_m, dtype=float)))

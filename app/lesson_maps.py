@@ -1,0 +1,300 @@
+"""The Lesson map (pure: returns a ``pdk.Deck``, no streamlit calls).
+
+Two modes: *reports* (where place A's reports land: a disc per output, bigger and redder = likelier,
+the expected error as a ring, a few sampled reports, for planar Laplace the smooth noise density) and
+*attacker* (for one report, the attacker's belief over the places and its best guess). The places
+layer (id ``places``) is pickable: a click on it selects a place. No basemap, no outside request.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+
+import numpy as np
+import pydeck as pdk
+
+import panda
+from app.maps import COLORS, fit_view
+
+__all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
+
+PLACE_LAYER = "places"
+#: Map mode key -> label (stable option values).
+MODES = {"reports": "A's reports", "attacker": "Attacker's view"}
+A_COLOR = [220, 20, 60, 255]
+B_COLOR = [30, 110, 230, 255]
+GUESS_COLOR = [20, 20, 20, 255]
+
+
+def _heat(t: float) -> list[int]:
+    t = float(min(max(t, 0.0), 1.0))
+    return [int(255 - 75 * t), int(220 * (1 - t) + 20 * t), int(60 * (1 - t)), int(120 + 130 * t)]
+
+
+def _pos(lon: np.ndarray, lat: np.ndarray, x: int) -> list[float]:
+    return [round(float(lon[x]), 6), round(float(lat[x]), 6)]
+
+
+def laplace_density_image(
+    lon0: float, lat0: float, epsilon_per_km: float, *, half_width_km: float, size_px: int = 160
+) -> tuple[str, list[float]]:
+    """Planar Laplace's noise density around ``(lon0, lat0)`` as a PNG data URI and its bounds.
+
+    The density ``eps^2 / (2 pi) exp(-eps r)`` per km² (r in km, local tangent plane) is drawn
+    with transparency growing as it falls; the image covers a square of ``2 * half_width_km``.
+
+    Returns
+    -------
+    uri, bounds
+        ``data:image/png;base64,...`` and ``[west, south, east, north]`` in degrees.
+    """
+    from PIL import Image
+
+    eps = float(epsilon_per_km)
+    half = float(half_width_km)
+    axis = np.linspace(-half, half, size_px)
+    xx, yy = np.meshgrid(axis, -axis)  # image rows run north to south
+    r = np.hypot(xx, yy)
+    rel = np.exp(-eps * r)  # density / its peak
+    t = np.clip(rel, 0.0, 1.0) ** 0.5
+    rgba = np.zeros((size_px, size_px, 4), dtype=np.uint8)
+    rgba[..., 0] = (255 - 75 * t).astype(np.uint8)
+    rgba[..., 1] = (200 * (1 - t) + 20 * t).astype(np.uint8)
+    rgba[..., 2] = (60 * (1 - t)).astype(np.uint8)
+    rgba[..., 3] = (170 * t).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buf, format="PNG")
+    uri = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    d_lat = math.degrees(half / panda.network.EARTH_RADIUS_KM)
+    d_lon = d_lat / max(math.cos(math.radians(lat0)), 1e-6)
+    return uri, [lon0 - d_lon, lat0 - d_lat, lon0 + d_lon, lat0 + d_lat]
+
+
+def build_lesson_deck(
+    instance: panda.Instance,
+    segments: list[dict],
+    *,
+    place_a: int,
+    place_b: int | None = None,
+    row_a: np.ndarray | None = None,
+    ring_m: float | None = None,
+    samples: list[int] | None = None,
+    density: tuple[str, list[float]] | None = None,
+    belief: np.ndarray | None = None,
+    report: int | None = None,
+    guess: int | None = None,
+    height_px: int = 520,
+) -> pdk.Deck:
+    """The Lesson map.
+
+    Parameters
+    ----------
+    instance
+        The view's instance (records, outputs, costs).
+    segments
+        Road segments of :func:`app.maps.road_segments`.
+    place_a, place_b
+        Record positions of the two places (B optional).
+    row_a
+        ``(M,)`` report distribution of place A (reports mode); ``None`` draws no discs.
+    ring_m
+        Radius of the expected-error ring around A, metres.
+    samples
+        Output positions of sampled reports from A.
+    density
+        :func:`laplace_density_image` output (planar Laplace only).
+    belief, report, guess
+        Attacker mode: ``(K,)`` posterior over the records, the report's output position, the guess.
+    """
+    lon = np.asarray(instance.lon, dtype=float)
+    lat = np.asarray(instance.lat, dtype=float)
+    outputs = np.asarray(instance.outputs)
+    layers: list[pdk.Layer] = [
+        pdk.Layer(
+            "LineLayer",
+            data=segments,
+            id="roads",
+            get_source_position="s",
+            get_target_position="t",
+            get_color=COLORS["roads"],
+            get_width=1,
+            width_min_pixels=1,
+            pickable=False,
+        )
+    ]
+    if density is not None:
+        uri, bounds = density
+        layers.append(pdk.Layer("BitmapLayer", id="density", image=f"'{uri}'", bounds=bounds, opacity=0.85, pickable=False))
+
+    if belief is not None:
+        b = np.asarray(belief, dtype=float)
+        top = float(b.max()) if b.size and b.max() > 0 else 1.0
+        order = np.argsort(b)
+        shown = order[b[order] >= top * 1e-3]
+        data = [
+            {
+                "p": _pos(lon, lat, int(x)),
+                "r": 3.0 + 13.0 * math.sqrt(b[x] / top),
+                "c": _heat(b[x] / top),
+                "x": int(x),
+                "tooltip": f"Place {int(x)}\nattacker's belief {b[x]:.2%}",
+            }
+            for x in shown.tolist()
+        ]
+        layers.append(
+            pdk.Layer(
+                "ScatterplotLayer",
+                data=data,
+                id="belief",
+                get_position="p",
+                get_fill_color="c",
+                get_radius="r",
+                radius_units="'pixels'",
+                pickable=True,
+            )
+        )
+    elif row_a is not None:
+        probs = np.asarray(row_a, dtype=float)
+        top = float(probs.max()) if probs.size and probs.max() > 0 else 1.0
+        cost = instance.cost_m[place_a]
+        data = []
+        for j in np.argsort(probs).tolist():
+            p = float(probs[j])
+            if p < top * 1e-4:
+                continue
+            t = p / top
+            data.append(
+                {
+                    "p": _pos(lon, lat, int(outputs[j])),
+                    "r": 4.0 + 14.0 * math.sqrt(t),
+                    "c": _heat(t),
+                    "tooltip": f"Output {j} (place {int(outputs[j])})\nPr[A reports it] = {p:.2%}\n"
+                    f"error if reported: {cost[j]:,.0f} m",
+                }
+            )
+        layers.append(
+            pdk.Layer(
+                "ScatterplotLayer",
+                data=data,
+                id="reports",
+                get_position="p",
+                get_fill_color="c",
+                get_radius="r",
+                radius_units="'pixels'",
+                pickable=True,
+            )
+        )
+
+    # Every place, pickable: a click selects it (drawn above the heat so it can be clicked).
+    is_output = np.zeros(instance.n_records, dtype=bool)
+    is_output[outputs] = True
+    layers.append(
+        pdk.Layer(
+            "ScatterplotLayer",
+            data=[
+                {
+                    "p": _pos(lon, lat, x),
+                    "x": x,
+                    "tooltip": f"Place {x}{' (an output)' if is_output[x] else ''}\nclick to pick it",
+                }
+                for x in range(instance.n_records)
+            ],
+            id=PLACE_LAYER,
+            get_position="p",
+            get_fill_color=[70, 130, 180, 90],
+            get_radius=2.5,
+            radius_units="'pixels'",
+            pickable=True,
+            auto_highlight=True,
+        )
+    )
+    if ring_m is not None and math.isfinite(ring_m) and ring_m > 0:
+        layers.append(
+            pdk.Layer(
+                "ScatterplotLayer",
+                data=[{"p": _pos(lon, lat, place_a), "r": float(ring_m), "tooltip": f"expected error {ring_m:,.0f} m"}],
+                id="ring",
+                get_position="p",
+                get_radius="r",
+                radius_units="'meters'",
+                filled=False,
+                stroked=True,
+                get_line_color=[220, 20, 60, 200],
+                line_width_min_pixels=2,
+                pickable=False,
+            )
+        )
+    if samples:
+        cost = instance.cost_m[place_a]
+        layers.append(
+            pdk.Layer(
+                "ScatterplotLayer",
+                data=[
+                    {
+                        "p": _pos(lon, lat, int(outputs[j])),
+                        "tooltip": f"Sampled report {k + 1}: output {j}\n{cost[j]:,.0f} m from A",
+                    }
+                    for k, j in enumerate(samples)
+                ],
+                id="samples",
+                get_position="p",
+                get_radius=7,
+                radius_units="'pixels'",
+                get_fill_color=[255, 255, 255, 255],
+                stroked=True,
+                get_line_color=[20, 20, 20, 255],
+                line_width_min_pixels=2,
+                pickable=True,
+            )
+        )
+    markers = [{"p": _pos(lon, lat, place_a), "c": A_COLOR, "tooltip": f"Place A: place {place_a}"}]
+    if place_b is not None:
+        d_m = 1000 * float(instance.distances_km_pairs(np.array([place_a]), np.array([place_b]))[0])
+        markers.append({"p": _pos(lon, lat, place_b), "c": B_COLOR, "tooltip": f"Place B: place {place_b}\n{d_m:,.0f} m from A"})
+    if report is not None:
+        y = int(outputs[report])
+        markers.append({"p": _pos(lon, lat, y), "c": [255, 255, 255, 255], "tooltip": f"The report: output {report}"})
+    if guess is not None:
+        d_m = 1000 * float(instance.distances_km_pairs(np.array([guess]), np.array([place_a]))[0])
+        markers.append(
+            {"p": _pos(lon, lat, guess), "c": GUESS_COLOR, "tooltip": f"Attacker's best guess: place {guess}\n{d_m:,.0f} m from the truth"}
+        )
+        layers.append(
+            pdk.Layer(
+                "LineLayer",
+                data=[{"s": _pos(lon, lat, guess), "t": _pos(lon, lat, place_a)}],
+                id="guess_line",
+                get_source_position="s",
+                get_target_position="t",
+                get_color=GUESS_COLOR,
+                get_width=2,
+                width_min_pixels=2,
+                pickable=False,
+            )
+        )
+    layers.append(
+        pdk.Layer(
+            "ScatterplotLayer",
+            data=markers,
+            id="markers",
+            get_position="p",
+            get_fill_color="c",
+            get_radius=9,
+            radius_units="'pixels'",
+            stroked=True,
+            get_line_color=[255, 255, 255, 255],
+            line_width_min_pixels=2,
+            pickable=True,
+        )
+    )
+    return pdk.Deck(
+        layers=layers,
+        initial_view_state=fit_view(lon, lat, height_px=height_px),
+        map_provider=None,
+        tooltip={
+            "text": "{tooltip}",
+            "style": {"backgroundColor": "#1f2630", "color": "white", "fontSize": "12px", "maxWidth": "260px"},
+        },
+    )
