@@ -15,6 +15,7 @@ time limit.
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import threading
@@ -171,7 +172,8 @@ def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> 
     return panda_worker().run("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S)
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+#: A baseline matrix is K x M floats (0.4 MB at K = 500, M = 100): the Lesson caches one per mechanism and eps.
+@st.cache_data(max_entries=64, show_spinner=False)
 def baseline(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> Any:
     """A baseline mechanism (panda.mechanisms.BASELINES[name]) on the view's instance, in the worker process."""
     limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
@@ -257,3 +259,49 @@ def clear_all() -> None:
     """Drop every cached value (tests)."""
     st.cache_data.clear()
     st.cache_resource.clear()
+
+
+# --- Lesson: one mechanism's numbers at one eps (cached per instance, mechanism, eps; shared by sessions) ---
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def mechanism_numbers(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> dict:
+    """Exact mDP audit (every record pair), Bayes attacker's error and loss of a baseline's matrix.
+
+    Plain values only. A sampled estimate (``details["estimated"]``) is not audited: an exact audit
+    of sampling noise would report violations the mechanism does not have.
+    """
+    from panda.audit import adversary_error_m, audit_mechanism
+
+    mech = baseline(instance_key, name, epsilon_per_km, options)
+    out: dict[str, Any] = {"status": mech.status, "audited": False, "loss_m": float(mech.loss_m)}
+    if mech.matrix is None:
+        return out
+    inst = instance(*instance_key)
+    out["adversary_error_m"] = float(adversary_error_m(mech.matrix, inst.prior, inst.d_km * 1000.0))
+    if mech.details.get("estimated"):
+        return out
+    aud = audit_mechanism(mech.matrix, inst.d_km, float(epsilon_per_km))
+    out.update(
+        audited=True,
+        passed=bool(aud.passed),
+        violation_rate=float(aud.violation_rate),
+        epsilon_min_per_km=float(aud.epsilon_min_per_km),
+        scope=str(aud.scope),
+    )
+    return out
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def phase1_pair_cost(instance_key: tuple, items: tuple, seed: int, a: int, b: int) -> float:
+    """PAnDA's exact Phase-I leak between records ``a`` and ``b``: eps_bar(a, b) * d(a, b), nats."""
+    from panda.accounting import phase1_cost_sparse
+    from panda.anchors import SelectionModel
+
+    inst = instance(*instance_key)
+    res = panda_result(instance_key, items, seed)
+    model = SelectionModel.build(inst, res.config, gamma_km=res.gamma_km)
+    aa, bb = np.array([a]), np.array([b])
+    d = inst.distances_km_pairs(aa, bb)
+    eps_bar = float(phase1_cost_sparse(model, aa, bb, d)[0])
+    return eps_bar * float(d[0]) if math.isfinite(eps_bar) else float("inf")
