@@ -125,7 +125,9 @@ class PairCheck:
         return bool(total <= self.allowed * (1 + 1e-9) + 1e-12)
 
 
-def pair_check(row_a: np.ndarray, row_b: np.ndarray, d_km: float, epsilon_per_km: float, *, phase1: float = 0.0) -> PairCheck:
+def pair_check(
+    row_a: np.ndarray, row_b: np.ndarray, d_km: float, epsilon_per_km: float, *, phase1: float = 0.0
+) -> PairCheck:
     """Compare two report distributions output by output (see :class:`PairCheck`)."""
     a, b = np.asarray(row_a, dtype=float), np.asarray(row_b, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

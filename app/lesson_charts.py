@@ -31,10 +31,24 @@ def two_places(check: PairCheck, row_a: np.ndarray, row_b: np.ndarray, *, height
     shown = np.where(finite, lr, np.sign(np.nan_to_num(lr, nan=0.0)) * span)
     outside = np.abs(np.nan_to_num(shown)) > check.allowed * (1 + 1e-9) - check.phase1
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.45, 0.55])
-    fig.add_bar(x=x, y=pa[keep], name="from A", marker_color=A_COLOR, row=1, col=1,
-                hovertemplate="output %{x}<br>Pr[report | A] = %{y:.2%}<extra></extra>")
-    fig.add_bar(x=x, y=pb[keep], name="from B", marker_color=B_COLOR, row=1, col=1,
-                hovertemplate="output %{x}<br>Pr[report | B] = %{y:.2%}<extra></extra>")
+    fig.add_bar(
+        x=x,
+        y=pa[keep],
+        name="from A",
+        marker_color=A_COLOR,
+        row=1,
+        col=1,
+        hovertemplate="output %{x}<br>Pr[report | A] = %{y:.2%}<extra></extra>",
+    )
+    fig.add_bar(
+        x=x,
+        y=pb[keep],
+        name="from B",
+        marker_color=B_COLOR,
+        row=1,
+        col=1,
+        hovertemplate="output %{x}<br>Pr[report | B] = %{y:.2%}<extra></extra>",
+    )
     text = [times(v) if np.isfinite(v) else "×∞" for v in lr.tolist()]
     fig.add_bar(
         x=x,
@@ -52,8 +66,15 @@ def two_places(check: PairCheck, row_a: np.ndarray, row_b: np.ndarray, *, height
         if check.phase1 > 0:
             fig.add_hline(y=sign * (check.allowed - check.phase1), line_dash="dot", line_color="#ff7f0e", row=2, col=1)
     fig.add_annotation(
-        x=1, xref="x domain", y=check.allowed, yref="y2", text=f"ε·d allows {times(check.allowed)}",
-        showarrow=False, xanchor="right", yanchor="bottom", font={"size": 11, "color": "#2ca02c"},
+        x=1,
+        xref="x domain",
+        y=check.allowed,
+        yref="y2",
+        text=f"ε·d allows {times(check.allowed)}",
+        showarrow=False,
+        xanchor="right",
+        yanchor="bottom",
+        font={"size": 11, "color": "#2ca02c"},
     )
     fig.update_yaxes(title_text="probability", tickformat=".0%", row=1, col=1)
     fig.update_yaxes(title_text="ln(A / B)", range=[-span * 1.05, span * 1.05], row=2, col=1)

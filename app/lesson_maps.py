@@ -22,7 +22,7 @@ __all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
 
 PLACE_LAYER = "places"
 #: Map mode key -> label (stable option values).
-MODES = {"reports": "A's reports", "attacker": "Attacker's view"}
+MODES = {"reports": "Reports", "attacker": "Attacker"}
 A_COLOR = [220, 20, 60, 255]
 B_COLOR = [30, 110, 230, 255]
 GUESS_COLOR = [20, 20, 20, 255]
@@ -126,7 +126,9 @@ def build_lesson_deck(
     ]
     if density is not None:
         uri, bounds = density
-        layers.append(pdk.Layer("BitmapLayer", id="density", image=f"'{uri}'", bounds=bounds, opacity=0.85, pickable=False))
+        layers.append(
+            pdk.Layer("BitmapLayer", id="density", image=f"'{uri}'", bounds=bounds, opacity=0.85, pickable=False)
+        )
 
     if belief is not None:
         b = np.asarray(belief, dtype=float)
@@ -252,14 +254,20 @@ def build_lesson_deck(
     markers = [{"p": _pos(lon, lat, place_a), "c": A_COLOR, "tooltip": f"Place A: place {place_a}"}]
     if place_b is not None:
         d_m = 1000 * float(instance.distances_km_pairs(np.array([place_a]), np.array([place_b]))[0])
-        markers.append({"p": _pos(lon, lat, place_b), "c": B_COLOR, "tooltip": f"Place B: place {place_b}\n{d_m:,.0f} m from A"})
+        markers.append(
+            {"p": _pos(lon, lat, place_b), "c": B_COLOR, "tooltip": f"Place B: place {place_b}\n{d_m:,.0f} m from A"}
+        )
     if report is not None:
         y = int(outputs[report])
         markers.append({"p": _pos(lon, lat, y), "c": [255, 255, 255, 255], "tooltip": f"The report: output {report}"})
     if guess is not None:
         d_m = 1000 * float(instance.distances_km_pairs(np.array([guess]), np.array([place_a]))[0])
         markers.append(
-            {"p": _pos(lon, lat, guess), "c": GUESS_COLOR, "tooltip": f"Attacker's best guess: place {guess}\n{d_m:,.0f} m from the truth"}
+            {
+                "p": _pos(lon, lat, guess),
+                "c": GUESS_COLOR,
+                "tooltip": f"Attacker's best guess: place {guess}\n{d_m:,.0f} m from the truth",
+            }
         )
         layers.append(
             pdk.Layer(

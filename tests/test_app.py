@@ -47,10 +47,16 @@ def clear_caches():
     st.cache_data.clear()
 
 
-def make_app(**query: str) -> AppTest:
+#: The PAnDA page (the app opens on the Lesson page; these tests are about PAnDA's page unless they switch).
+EXPLORE = "app_pages/explore.py"
+
+
+def make_app(page: str | None = EXPLORE, **query: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     for key, value in {**SMALL, **query}.items():
         at.query_params[key] = value
+    if page:
+        at.switch_page(page)
     return at
 
 
@@ -113,6 +119,135 @@ def test_every_page_renders(page):
     title = page.split("/")[-1].removesuffix(".py").capitalize()
     assert at.title[0].value == title
     assert not at.error, [e.value for e in at.error]
+
+
+LEARN = "app_pages/learn.py"
+#: Equation, table and proposition numbers, and code names, kept out of the Learn page's main text.
+LEARN_FORBIDDEN = [
+    r"\beq\.",
+    r"\beqs?\.?\s*\(",
+    r"\(\d+\)",
+    r"\b(Table|Proposition|Algorithm|Theorem|Lemma|Section|Fig\.|Figure) \d",
+    r"\.py\b",
+    r"(?i)\bpanda\.",
+    r"\b\w+\(\)",
+    r"\b[a-z]+_[a-z_]+\b",  # snake_case names
+]
+
+
+def learn_app(**query: str) -> AppTest:
+    at = make_app(**query)
+    at.switch_page(LEARN)
+    return run_ok(at)
+
+
+def learn_chart(at: AppTest, title_start: str) -> dict:
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if spec["layout"]["title"]["text"].startswith(title_start):
+            return spec
+    raise AssertionError(f"no chart titled {title_start!r}")
+
+
+def plotly_array(value) -> np.ndarray:
+    """A trace's data array from a figure's JSON (plotly writes numpy arrays as base64 "bdata")."""
+    if isinstance(value, dict) and "bdata" in value:
+        import base64
+
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+    return np.asarray(value, dtype=float)
+
+
+def chosen_trace(spec: dict) -> dict:
+    chosen = [t for t in spec["data"] if t.get("meta") == "chosen"]
+    assert len(chosen) == 1
+    return {**chosen[0], "x": plotly_array(chosen[0]["x"]), "y": plotly_array(chosen[0]["y"])}
+
+
+def learn_texts(at: AppTest) -> tuple[list[str], list[str]]:
+    """(main text, researchers' expander text) of the Learn page: markdown, captions, headings."""
+    expander = [e for e in at.expander if e.label.startswith("For researchers")]
+    assert len(expander) == 1
+    inside = [m.value for m in expander[0].markdown]
+    main = [m.value for m in at.main.markdown if m.value not in inside]
+    main += [c.value for c in at.main.caption] + [t.value for t in at.title]
+    main += [h.value for h in at.header] + [h.value for h in at.subheader]
+    return main, inside
+
+
+def test_learn_page_renders_its_sections_and_figures():
+    at = learn_app()
+    assert at.title[0].value == "Learn"
+    assert not at.error, [e.value for e in at.error]
+    assert not at.warning, [w.value for w in at.warning]
+    main, inside = learn_texts(at)
+    body = "\n".join(main)
+    for heading in ("## 1. What geo", "## 2. How a mechanism", "## 3. What an attacker", "## 4. PAnDA", "## 5. How"):
+        assert heading in body
+    assert "e^(5 × 0.2) = **2.7 times**" in body
+    assert "**With the sidebar's ε = 5 per km:**" in body and "200 m apart: at most **2.7 times**" in body
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert len(titles) == 5, titles
+    assert inside and "eq. (31)" in "\n".join(inside)  # the equation references are kept, in the expander
+
+
+def test_learn_main_text_has_no_equation_numbers_or_code_names():
+    import re
+
+    main, inside = learn_texts(learn_app())
+    for pattern in LEARN_FORBIDDEN:
+        hits = [m.group(0) for text in main for m in re.finditer(pattern, text)]
+        assert not hits, (pattern, hits)
+    # The check can fail: the researchers' expander holds exactly such names.
+    researchers = "\n".join(inside)
+    assert re.search(r"\.py\b", researchers) and re.search(r"\bpanda\.", researchers)
+
+
+def test_learn_every_number_in_the_captions_has_a_unit():
+    import re
+
+    at = learn_app()
+    unit = r"\s*(m\b|km\b|%|times\b|per km|×|places\b|pairs\b|of the\b|users?\b|records?\b)"
+    for caption in at.main.caption:
+        text = re.sub(r"ε = [\d.]+ per km|δ", "", caption.value)
+        for m in re.finditer(r"(?<![\w.])\d[\d,]*(\.\d+)?", text):
+            rest = text[m.end() :]
+            assert re.match(unit, rest) or rest.startswith((" in ", "-in-")), (m.group(0), caption.value)
+
+
+def test_learn_decay_chart_follows_the_sidebar():
+    import panda
+    from app.params import Params, to_config
+    from panda.anchors import far_value, resolve_gamma_km, selection_probabilities
+
+    at = learn_app()
+    first = chosen_trace(learn_chart(at, "Phase I: the chance"))
+    assert first["name"] == "exponential (your choice)"
+    assert first["y"][0] == pytest.approx(0.95)
+    at.selectbox(key="w_decay").set_value("power")
+    run_ok(at)
+    spec = learn_chart(at, "Phase I: the chance")
+    second = chosen_trace(spec)
+    assert second["name"] == "power law (your choice)"
+    assert second["line"]["width"] > max(t["line"]["width"] for t in spec["data"] if t.get("meta") == "other")
+    assert not np.array_equal(second["y"], first["y"])
+    # The curve is the view's own: the power decay with the sidebar's alpha, lambda and automatic gamma.
+    at.slider(key="w_alpha").set_value(0.5)
+    at.slider(key="w_lambda").set_value(3.0)
+    run_ok(at)
+    spec = learn_chart(at, "Phase I: the chance")
+    third = chosen_trace(spec)
+    p = Params(n_records=200, n_users=12, n_outputs=50, decay="power", alpha=0.5, lambda_per_km=3.0)
+    config = to_config(p)
+    inst = panda.make_instance(panda.load_city(panda.DEFAULT_CITY), n_records=200, n_users=12, n_outputs=50, seed=0)
+    gamma_km = resolve_gamma_km(config, inst)
+    assert third["y"][0] == pytest.approx(0.5)
+    assert third["y"][-1] == pytest.approx(far_value(config, gamma_km))
+    gamma_line = [sh for sh in spec["layout"]["shapes"] if sh["x0"] == sh["x1"]]
+    assert gamma_line and gamma_line[0]["x0"] == pytest.approx(gamma_km * 1000)
+    inside = third["x"] < gamma_km * 1000 * 0.999
+    expected = selection_probabilities(third["x"][inside] / 1000, config, gamma_km=gamma_km)
+    assert np.allclose(third["y"][inside], expected)
 
 
 def test_compare_builds_the_baselines():
@@ -505,6 +640,127 @@ def test_charts_and_exports_build(small_view):
     csv = export.matrix_csv(result, inst).splitlines()
     assert len(csv) == 2 + result.n_anchors
     assert len(csv[1].split(",")) == 3 + inst.n_outputs
+
+
+def test_learn_charts_are_pure():
+    import ast
+
+    from app import charts, learn_charts
+
+    for module in (charts, learn_charts):  # no streamlit import: the builders cannot draw or read widgets
+        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in imported if m.split(".")[0] == "streamlit"]
+    import panda
+
+    config = panda.preset("paper", decay="logistic", alpha=0.8)
+    builders = [
+        lambda: charts.decay_curves(config, 0.2, 9.7),
+        lambda: charts.mdp_allowance(7.5),
+        lambda: learn_charts.tradeoff_figure(3.0),
+        lambda: learn_charts.posterior_figure(1.0),
+        lambda: learn_charts.phase1_figure(np.array([20.0, 300.0, 900.0]), np.array([40.0, 2.0, 0.3]), 5.0),
+    ]
+    for build in builders:
+        assert build().to_json() == build().to_json()  # same input, same figure
+
+
+def test_learn_decay_and_allowance_charts():
+    import panda
+    from app import charts
+    from panda.anchors import far_value
+
+    for decay, words in (("exponential", "exponential"), ("power", "power law"), ("logistic", "logistic")):
+        config = panda.preset("artifact", decay=decay)
+        fig = charts.decay_curves(config, 0.12, 9.7)
+        chosen = [t for t in fig.data if t.meta == "chosen"]
+        assert [t.name for t in chosen] == [f"{words} (your choice)"]
+        assert fig.data.index(chosen[0]) == 2  # drawn on top of the other two decays
+        assert chosen[0].y[0] == pytest.approx(0.95) and chosen[0].y[-1] == pytest.approx(far_value(config, 0.12))
+        assert fig.layout.shapes[0].x0 == pytest.approx(120.0)  # gamma, in metres
+        assert fig.layout.xaxis.range[1] == pytest.approx(500.0)  # at least 500 m shown
+        assert "(m)" in fig.layout.xaxis.title.text and fig.layout.yaxis.tickformat == ".0%"
+    fig = charts.decay_curves(panda.preset("paper"), 1.0, 2.0)  # a small map: the axis stops at d_max
+    assert fig.layout.xaxis.range[1] == pytest.approx(2000.0)
+
+    fig = charts.mdp_allowance(5.0)  # 5 per km is also one of the comparison budgets: drawn once
+    names = [t.name for t in fig.data if t.meta in ("chosen", "other")]
+    assert names == ["ε = 1 per km", "ε = 10 per km", "ε = 5 per km (sidebar)"]
+    chosen = next(t for t in fig.data if t.meta == "chosen")
+    i = int(np.argmin(np.abs(chosen.x - 200.0)))
+    assert chosen.y[i] == pytest.approx(np.exp(5.0 * chosen.x[i] / 1000.0))
+    assert any(a.text == "200 m apart: at most 2.7 times" for a in fig.layout.annotations)
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.ticktext[0] == "1 ×"
+    big = charts.mdp_allowance(50.0)  # a huge factor at 1 km: still a readable, short tick list
+    assert 3 <= len(big.layout.yaxis.tickvals) <= 12
+
+
+def test_learn_words_have_units():
+    from app import learn_charts as lc
+
+    assert lc.fmt_times(float(np.exp(1.0))) == "2.7 times"
+    assert lc.fmt_times(148.41) == "148 times" and lc.fmt_times(22026.5) == "22,000 times"
+    assert (
+        lc.fmt_chance(0.95) == "95 %"
+        and lc.fmt_chance(9.5e-5) == "0.0095 %"
+        and lc.fmt_chance(1e-9).startswith("1 in ")
+    )
+    assert (
+        lc.allowance_sentence(5.0, (200, 1000))
+        == "200 m apart: at most **2.7 times**; 1 km apart: at most **148 times**"
+    )
+    assert lc.laplace_mean_m(5.0) == pytest.approx(400.0)
+
+
+def test_learn_street_mechanisms_and_attacker():
+    from app import learn_charts as lc
+
+    s = lc.street()
+    d = s.distance_m
+    for eps in (0.5, 5.0, 20.0):
+        em, opt = lc.street_em(eps, s), lc.street_optimal(eps)
+        for p in (em, opt):
+            assert np.allclose(p.sum(axis=1), 1.0) and (p >= 0).all()
+            # eps-mDP: Pr[y | x] <= e^(eps d(x, x')) Pr[y | x'] for every x, x', y (up to the LP's tolerance)
+            bound = np.exp(eps * d / 1000.0)[:, :, None] * p[None, :, :]
+            used = p.max(axis=0) > 0  # an output no place ever reports is fine (0 / 0); zeros elsewhere are not
+            assert (p[:, used] > 0).all() and (p[:, None, :] <= bound * (1 + 1e-6)).all()
+        assert lc.report_error_m(opt, s) <= lc.report_error_m(em, s) + 1e-6  # the optimum is optimal
+        assert lc.attacker_error_m(em, s) <= lc.report_error_m(em, s) + 1e-9  # guessing the report is an option
+    errors = [lc.report_error_m(lc.street_em(e, s), s) for e in (0.5, 2.0, 5.0, 20.0)]
+    assert errors == sorted(errors, reverse=True)  # more budget, smaller error
+    b = lc.street_belief(5.0, report=6)  # mid-street: the best guess is the report itself
+    assert b["belief"].sum() == pytest.approx(1.0) and b["guess"] == b["report"] == 6
+    assert b["report_belief"] == pytest.approx(b["belief"].max())
+    edge = lc.street_belief(1.0, report=1)  # near the end of the street the best guess moves inwards
+    assert edge["guess_m"] > edge["report_m"]
+    assert edge["guess_error_m"] == pytest.approx(float(np.min(d @ edge["belief"])))
+
+
+def test_learn_phase1_spend_is_the_exact_phase1_cost(small_view):
+    from app import learn_charts as lc
+    from panda.accounting import phase1_cost
+    from panda.anchors import selection_probabilities
+
+    _, inst, p, result = small_view
+    config, gamma_km = result.config, result.gamma_km
+    a, b, d_km = lc.sample_pairs(inst, n_pairs=40, seed=3)
+    assert a.size > 30 and (a != b).all() and (d_km > 0).all()
+    assert np.allclose(d_km, inst.distances_km_pairs(a, b))
+    again = lc.sample_pairs(inst, n_pairs=40, seed=3)
+    assert all(np.array_equal(x, y) for x, y in zip((a, b, d_km), again, strict=True))
+    w = selection_probabilities(inst.d_km, config, gamma_km=gamma_km)
+    exact = phase1_cost(w, inst.d_km, np.column_stack([a, b])) / config.epsilon_per_km
+    assert np.allclose(lc.phase1_spend(inst, config, gamma_km, a, b), exact)
+    assert lc.mean_anchor_count(inst.distances_km(inst.users), config, gamma_km) == pytest.approx(
+        w[inst.users].sum(axis=1).mean()
+    )
+    caption = lc.decay_caption(config, gamma_km, gamma_automatic=True, mean_anchors=3.25, n_records=120)
+    assert f"γ = {gamma_km * 1000:,.0f} m (automatic for this map)" in caption
+    assert "about **3.2 of the 120 places** (2.7 % of them)" in caption
+    words = lc.phase1_caption(d_km * 1000, exact)
+    assert f"of these {a.size} pairs" in words and "%" in words
 
 
 def test_worker_survives_memory_errors_and_timeouts():

@@ -106,7 +106,9 @@ with right:
     )
     place_label = lambda x: f"Place {x}"  # noqa: E731 (stable labels: the pinned streamlit keys a selectbox by label)
     c3, c4 = st.columns(2)
-    c3.selectbox("Place A (red)", range(K), key="lesson_a", format_func=place_label, help="Or click a place on the map.")
+    c3.selectbox(
+        "Place A (red)", range(K), key="lesson_a", format_func=place_label, help="Or click a place on the map."
+    )
     c4.selectbox(
         "Place B (blue)", range(K), key="lesson_b", format_func=place_label, help="The place A is compared with."
     )
@@ -228,9 +230,9 @@ m1.metric(
 )
 adv = rows.numbers.get("adversary_error_m", float("nan"))
 m2.metric(
-    "Attacker error",
+    "Attacker",
     fmt_m(adv),
-    help="How far, on average over all places, the best possible attacker's guess is from the truth when it "
+    help="The attacker's average error: how far, over all places, the best possible guess is from the truth when it "
     "knows the mechanism and how people are spread. Larger is more private.",
 )
 num = rows.numbers
@@ -265,7 +267,7 @@ with left:
         "A click on the map picks",
         ["A", "B"],
         key="lesson_click",
-        format_func=lambda v: f"click → {v}",
+        format_func=lambda v: "click: A" if v == "A" else "B",
         label_visibility="collapsed",
         help="Which place a click on the map sets.",
     )
