@@ -20,8 +20,8 @@ from conftest import ROOT  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import panda  # noqa: E402
-from panda.mechanisms import build_em  # noqa: E402
 from app import lesson, lesson_charts, lesson_maps, maps  # noqa: E402
+from panda.mechanisms import build_em  # noqa: E402
 
 APP = str(ROOT / "app" / "streamlit_app.py")
 SMALL = {"K": "200", "N": "12", "M": "50"}
@@ -182,9 +182,10 @@ def test_lesson_deck_layers(small):
 
 
 def test_laplace_density_image_peaks_at_the_place():
-    from PIL import Image
     import base64
     import io
+
+    from PIL import Image
 
     uri, bounds = lesson_maps.laplace_density_image(13.26, 53.56, 5.0, half_width_km=1.0, size_px=41)
     w, s, e, n = bounds
