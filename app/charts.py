@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 import panda
+from app.learn_charts import fmt_chance, fmt_times
 from panda.anchors import far_value, selection_probabilities
 
 __all__ = [
@@ -239,33 +240,73 @@ def timings(timings_s: dict, extra: dict | None = None, *, height: int = 330) ->
     return _layout(fig, f"Time per phase (total {total:.2f} s)", height=height)
 
 
+#: Decay name of PandaConfig -> plain words (the decay charts' legend).
+_DECAY_WORDS = {"exponential": "exponential", "power": "power law", "logistic": "logistic"}
+
+
 def decay_curves(config: panda.PandaConfig, gamma_km: float, d_max_km: float) -> go.Figure:
-    """Selection probability w(d) of the three decays (Table 1 and eq. 15) with the sidebar's settings."""
-    d = np.linspace(0.0, max(3.0 * gamma_km, min(d_max_km, 5.0 * gamma_km), 0.05), 400)
+    """Chance that a place becomes an anchor against its distance from the user (metres).
+
+    The decay ``config`` uses is drawn thick, on top, with ``meta="chosen"``; the other two decays
+    (same alpha, lambda, gamma, far rule and selection form) thin and dotted for comparison. Gamma
+    is a dashed vertical line, annotated with the constant chance beyond it; the chance at 0 m
+    (alpha) is marked. The distance axis runs to ``max(4 gamma, 500 m)``, cut at the map's largest
+    distance ``d_max_km`` (but never before ``1.5 gamma``).
+    """
+    upper = max(4.0 * gamma_km, 0.5)
+    if d_max_km > 0:
+        upper = min(upper, max(d_max_km, 1.5 * gamma_km))
+    # Points just before and at gamma make the step there vertical.
+    d = np.unique(np.concatenate([np.linspace(0.0, upper, 400), [gamma_km * (1.0 - 1e-9), gamma_km]]))
     fig = go.Figure()
-    names = {"exponential": "PAnDA-e", "power": "PAnDA-p", "logistic": "PAnDA-l"}
-    colors = {"exponential": PALETTE["phase1"], "power": PALETTE["margin"], "logistic": PALETTE["phase2"]}
-    for decay, label in names.items():
+    colors = {"exponential": "#1f5fbf", "power": "#d62728", "logistic": "#2ca02c"}
+    order = [k for k in _DECAY_WORDS if k != config.decay] + [config.decay]
+    for decay in order:
         cfg = config.replace(decay=decay)
         w = selection_probabilities(d, cfg, gamma_km=gamma_km)
-        far = far_value(cfg, gamma_km)
+        chosen = decay == config.decay
+        label = _DECAY_WORDS[decay] + (" (your choice)" if chosen else "")
         fig.add_trace(
             go.Scatter(
-                x=d * 1000,
+                x=d * 1000.0,
                 y=w,
                 mode="lines",
-                name=f"{label} (beyond γ: {far:.2g})",
-                line={"color": colors[decay], "width": 4 if decay == config.decay else 2},
-                hovertemplate=f"{label}<br>%{{x:.0f}} m: w = %{{y:.3f}}<extra></extra>",
+                name=label,
+                meta="chosen" if chosen else "other",
+                opacity=1.0 if chosen else 0.55,
+                line={"color": colors[decay], "width": 4 if chosen else 1.5, "dash": "solid" if chosen else "dot"},
+                hovertemplate=f"{_DECAY_WORDS[decay]}<br>%{{x:,.0f}} m away: chance %{{y:.2%}}<extra></extra>",
             )
         )
-    fig.add_vline(
-        x=gamma_km * 1000, line_dash="dash", line_color=PALETTE["grey"], annotation_text=f"γ = {gamma_km * 1000:.0f} m"
+    far = far_value(config, gamma_km)
+    fig.add_vline(x=gamma_km * 1000.0, line_dash="dash", line_color="#444")
+    fig.add_annotation(
+        x=gamma_km * 1000.0,
+        y=0.45,
+        yref="paper",
+        text=f"<b>γ = {gamma_km * 1000:,.0f} m</b><br>beyond it, every place:<br>chance {fmt_chance(far)}",
+        showarrow=False,
+        xanchor="left",
+        yanchor="middle",
+        xshift=6,
+        align="left",
+        bgcolor="rgba(255,255,255,0.8)",
     )
-    fig.update_xaxes(title_text="distance from the user's true record (m)")
-    fig.update_yaxes(title_text="probability of becoming an anchor", range=[0, 1])
-    _layout(fig, "Selection probability w(d)", height=360)
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25})
+    at0 = float(selection_probabilities(np.array([0.0]), config, gamma_km=gamma_km)[0])
+    fig.add_trace(
+        go.Scatter(
+            x=[0.0],
+            y=[at0],
+            mode="markers",
+            marker={"color": colors[config.decay], "size": 10},
+            name=f"α = {fmt_chance(at0)} at 0 m",
+            hovertemplate="0 m (the user's own place): chance %{y:.2%}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(title_text="distance from the user's true place (m)", tickformat=",.0f", range=[0, upper * 1000])
+    fig.update_yaxes(title_text="chance of becoming an anchor", tickformat=".0%", range=[0, 1.04])
+    _layout(fig, "Phase I: the chance that a place becomes one of the user's anchors", height=380)
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.22, "x": 0})
     return fig
 
 
@@ -318,25 +359,95 @@ def excess_histogram(excess: np.ndarray, violated: np.ndarray) -> go.Figure:
     return fig
 
 
-def mdp_allowance(epsilon_per_km: float, max_m: float = 1000.0) -> go.Figure:
-    """How many times likelier a report may be for one place than for another d metres away: e^(eps d)."""
+def mdp_allowance(
+    epsilon_per_km: float,
+    max_m: float = 1000.0,
+    *,
+    others: tuple[float, ...] = (1.0, 5.0, 10.0),
+    mark_m: float = 200.0,
+) -> go.Figure:
+    """How many times likelier a report may be from one place than from another d metres away: e^(eps d).
+
+    The current ``epsilon_per_km`` is the thick line (``meta="chosen"``) with the point at
+    ``mark_m`` labelled; the budgets in ``others`` are thin grey lines labelled at their right end.
+    The factor axis is logarithmic, its ticks written as factors.
+    """
+    eps_now = float(epsilon_per_km)
     d_m = np.linspace(0.0, max_m, 300)
     fig = go.Figure()
-    for eps, width in sorted({(1.0, 2), (5.0, 2), (10.0, 2), (float(epsilon_per_km), 4)}, key=lambda t: (t[0], -t[1])):
+    top = math.exp(max([eps_now, *others]) * max_m / 1000.0)
+    for eps in sorted({float(e) for e in others} - {eps_now}):
+        y = np.exp(eps * d_m / 1000.0)
         fig.add_trace(
             go.Scatter(
                 x=d_m,
-                y=np.exp(eps * d_m / 1000.0),
+                y=y,
                 mode="lines",
-                name=f"ε = {eps:g}/km",
-                line={"width": width},
-                hovertemplate=f"ε = {eps:g}/km<br>%{{x:.0f}} m apart: × %{{y:,.2f}}<extra></extra>",
+                name=f"ε = {eps:g} per km",
+                meta="other",
+                line={"width": 1.5, "color": PALETTE["grey"]},
+                hovertemplate=f"ε = {eps:g} per km<br>%{{x:,.0f}} m apart: at most %{{y:,.3g}} times<extra></extra>",
             )
         )
-    fig.update_xaxes(title_text="distance between the two places (m)")
-    fig.update_yaxes(title_text="largest allowed ratio e^(ε·d)", type="log")
-    _layout(fig, "What ε allows", height=340)
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.25})
+        fig.add_annotation(
+            x=d_m[-1], y=math.log10(y[-1]), text=f"ε = {eps:g} per km", showarrow=False, xanchor="left", xshift=4
+        )
+    y_now = np.exp(eps_now * d_m / 1000.0)
+    fig.add_trace(
+        go.Scatter(
+            x=d_m,
+            y=y_now,
+            mode="lines",
+            name=f"ε = {eps_now:g} per km (sidebar)",
+            meta="chosen",
+            line={"width": 4, "color": "#1f5fbf"},
+            hovertemplate=f"ε = {eps_now:g} per km<br>%{{x:,.0f}} m apart: at most %{{y:,.3g}} times<extra></extra>",
+        )
+    )
+    fig.add_annotation(
+        x=d_m[-1],
+        y=math.log10(y_now[-1]),
+        text=f"<b>ε = {eps_now:g} per km</b><br>(sidebar)",
+        showarrow=False,
+        xanchor="left",
+        xshift=4,
+        font={"color": "#1f5fbf"},
+    )
+    mark = math.exp(eps_now * mark_m / 1000.0)
+    fig.add_trace(
+        go.Scatter(
+            x=[mark_m],
+            y=[mark],
+            mode="markers",
+            marker={"size": 11, "color": "#1f5fbf"},
+            name="marked point",
+            hoverinfo="skip",
+        )
+    )
+    fig.add_annotation(
+        x=mark_m,
+        y=math.log10(mark),
+        text=f"{mark_m:,.0f} m apart: at most {fmt_times(mark)}",
+        showarrow=True,
+        arrowhead=2,
+        ax=-10,
+        ay=-45,
+        bgcolor="rgba(255,255,255,0.85)",
+    )
+    decades = math.log10(top)
+    steps = (1, 2, 5) if decades <= 4 else (1,)
+    every = max(1, math.ceil(decades / 8))
+    ticks = [m * 10.0**e for e in range(0, int(decades) + 2, every) for m in steps if m * 10.0**e <= top * 1.5]
+    fig.update_yaxes(
+        type="log",
+        title_text="a report at most … times likelier",
+        tickvals=ticks,
+        ticktext=[f"{t:,.0f} ×" if t < 1e6 else f"{t:.0e} ×" for t in ticks],
+        range=[-0.05, math.log10(top) * 1.05 + 0.05],
+    )
+    fig.update_xaxes(title_text="distance between the two places (m)", tickformat=",.0f", range=[0, max_m])
+    _layout(fig, "The promise: how much likelier a report may be from one place than from another", height=360)
+    fig.update_layout(margin={**_MARGIN, "r": 110})
     return fig
 
 

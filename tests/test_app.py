@@ -171,8 +171,8 @@ def learn_texts(at: AppTest) -> tuple[list[str], list[str]]:
     inside = [m.value for m in expander[0].markdown]
     main = [m.value for m in at.main.markdown if m.value not in inside]
     main += [c.value for c in at.main.caption] + [t.value for t in at.title]
-    main += [h.value for h in at.header] + [h.value for h in at.subheader]
-    return main, inside
+    main += [h.value for h in at.main.header] + [h.value for h in at.main.subheader]
+    return [t.replace("\u00a0", " ") for t in main], inside
 
 
 def test_learn_page_renders_its_sections_and_figures():
@@ -706,6 +706,7 @@ def test_learn_words_have_units():
         and lc.fmt_chance(9.5e-5) == "0.0095 %"
         and lc.fmt_chance(1e-9).startswith("1 in ")
     )
+    assert lc.fmt_chance(1.0) == "100 %" and lc.fmt_chance(0.997) == "99.7 %" and lc.fmt_chance(0.0) == "0 %"
     assert (
         lc.allowance_sentence(5.0, (200, 1000))
         == "200 m apart: at most **2.7 times**; 1 km apart: at most **148 times**"
