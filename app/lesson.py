@@ -34,17 +34,23 @@ MECHANISMS: dict[str, tuple[str, str]] = {
         "Planar Laplace",
         "Add random noise to the true position (the farther, the less likely), then report the nearest output.",
     ),
-    "em": ("Exponential mechanism (EM)", "Report each output with a probability that falls with its distance."),
+    "em": ("Exponential (EM)", "Report each output with a probability that falls with its distance."),
     "em-br": (
-        "EM + Bayesian remap",
+        "EM + remap",
         "EM, then the server moves each report to the place that is best on average given what it knows.",
     ),
-    "lp-ca": ("LP + cell approximation", "An optimised mechanism solved on a coarse grid of cells."),
-    "lp-em": ("LP + EM candidates", "An optimised mechanism that only considers EM-like rows (faster LP)."),
-    "lp": ("Optimal mechanism (LP)", "The best possible utility under the guarantee: a linear program (slow)."),
-    "panda-e": ("PAnDA-e (exponential)", "PAnDA: upload a random set of anchors, then perturb (paper's method)."),
-    "panda-p": ("PAnDA-p (power law)", "PAnDA with a power-law anchor selection."),
-    "panda-l": ("PAnDA-l (logistic)", "PAnDA with a logistic anchor selection."),
+    "lp-ca": ("LP on cells", "An optimised mechanism solved on a coarse grid of cells."),
+    "lp-em": ("LP + EM", "An optimised mechanism that only considers EM-like rows (faster LP)."),
+    "lp": ("Optimal (LP)", "The best possible utility under the guarantee: a linear program (slow)."),
+    "panda-e": (
+        "PAnDA-e",
+        "PAnDA (exponential anchor selection): upload a random set of anchor places, then perturb among them.",
+    ),
+    "panda-p": (
+        "PAnDA-p",
+        "PAnDA with a power-law anchor selection (the chance of picking a place falls as a power of distance).",
+    ),
+    "panda-l": ("PAnDA-l", "PAnDA with a logistic anchor selection (an S-shaped fall with distance)."),
 }
 BASELINE_KEYS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp")
 PANDA_KEYS = {"panda-e": "exponential", "panda-p": "power", "panda-l": "logistic"}

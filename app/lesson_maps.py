@@ -63,7 +63,7 @@ def laplace_density_image(
     rgba[..., 0] = (255 - 75 * t).astype(np.uint8)
     rgba[..., 1] = (200 * (1 - t) + 20 * t).astype(np.uint8)
     rgba[..., 2] = (60 * (1 - t)).astype(np.uint8)
-    rgba[..., 3] = (170 * t).astype(np.uint8)
+    rgba[..., 3] = (170 * np.clip((t - 0.05) / 0.95, 0.0, 1.0)).astype(np.uint8)  # fades out before the edge
     buf = io.BytesIO()
     Image.fromarray(rgba, "RGBA").save(buf, format="PNG")
     uri = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
@@ -299,7 +299,7 @@ def build_lesson_deck(
     )
     return pdk.Deck(
         layers=layers,
-        initial_view_state=fit_view(lon, lat, height_px=height_px),
+        initial_view_state=fit_view(lon, lat, width_px=480, height_px=height_px),
         map_provider=None,
         tooltip={
             "text": "{tooltip}",

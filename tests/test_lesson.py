@@ -263,8 +263,12 @@ def test_places_and_attacker_mode():
     at.session_state["lesson_mech"] = "em"
     run_ok(at)
     at.selectbox(key="lesson_a").set_value(10).run()
+    inst = panda.make_instance(panda.load_city("neubrandenburg"), n_records=200, n_users=12, n_outputs=50, seed=0)
+    assert at.selectbox(key="lesson_b").value == lesson.second_place(inst, 10)  # B follows A until picked
     at.selectbox(key="lesson_b").set_value(11).run()
+    at.selectbox(key="lesson_a").set_value(12).run()
     assert not at.exception
+    assert at.selectbox(key="lesson_b").value == 11  # picked: stays
     assert any("are" in c.value and "apart" in c.value for c in at.caption)
     at.button[0].click().run()  # Draw 10 reports
     assert not at.exception

@@ -67,13 +67,28 @@ def _eps_changed() -> None:
     ss.w_eps = float(ss.lesson_eps)
 
 
+def _a_changed() -> None:
+    """B follows A (a place about 300 m away) until someone picks B."""
+    if not ss.get("lesson_b_picked"):
+        ss.lesson_b = lesson.second_place(inst, int(ss.lesson_a))
+
+
+def _b_changed() -> None:
+    ss.lesson_b_picked = True
+
+
 def _map_clicked() -> None:
     sel = (ss.get("lesson_map") or {}).get("selection") or {}
     objects = sel.get("objects") or {}
     for layer in (lesson_maps.PLACE_LAYER, "belief"):
         for obj in objects.get(layer) or []:
-            if isinstance(obj, dict) and "x" in obj:
-                ss["lesson_a" if ss.get("lesson_click", "A") == "A" else "lesson_b"] = int(obj["x"])
+            if isinstance(obj, dict) and "x" in obj and 0 <= int(obj["x"]) < K:
+                if ss.get("lesson_click", "A") == "A":
+                    ss.lesson_a = int(obj["x"])
+                    _a_changed()
+                else:
+                    ss.lesson_b = int(obj["x"])
+                    _b_changed()
                 return
 
 
@@ -107,10 +122,20 @@ with right:
     place_label = lambda x: f"Place {x}"  # noqa: E731 (stable labels: the pinned streamlit keys a selectbox by label)
     c3, c4 = st.columns(2)
     c3.selectbox(
-        "Place A (red)", range(K), key="lesson_a", format_func=place_label, help="Or click a place on the map."
+        "Place A (red)",
+        range(K),
+        key="lesson_a",
+        format_func=place_label,
+        on_change=_a_changed,
+        help="Or click a place on the map.",
     )
     c4.selectbox(
-        "Place B (blue)", range(K), key="lesson_b", format_func=place_label, help="The place A is compared with."
+        "Place B (blue)",
+        range(K),
+        key="lesson_b",
+        format_func=place_label,
+        on_change=_b_changed,
+        help="The place A is compared with (until you pick one: a place about 300 m from A).",
     )
     eps = float(eps)
     a, b = int(ss.lesson_a), int(ss.lesson_b)
@@ -289,7 +314,7 @@ with left:
         segments, _ = maps.road_segments(net)
         density = None
         if mech_key == "laplace" and mode == "reports" and rows.row_a is not None:
-            half_km = min(max(4.0 / eps, 0.3), 0.6 * max(inst.d_max_km, 0.5))
+            half_km = min(max(6.0 / eps, 0.3), 0.6 * max(inst.d_max_km, 0.5))
             density = lesson_maps.laplace_density_image(
                 float(inst.lon[pa]), float(inst.lat[pa]), eps, half_width_km=half_km
             )
