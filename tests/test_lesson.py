@@ -279,6 +279,14 @@ def test_places_and_attacker_mode():
     layers = deck_layers(at)
     assert "belief" in layers and "reports" not in layers
     assert any("best guess" in c.value for c in at.caption)
+    report = at.selectbox(key="lesson_report")
+    assert report.value == at.session_state["lesson_samples"][-1]  # the newest sampled report first
+    belief = {d["x"]: d["tooltip"] for d in layers["belief"]["data"]}
+    other = next(j for j in report.options if j != f"Output {report.value}")
+    report.set_value(int(other.split()[-1])).run()
+    assert not at.exception
+    assert {d["x"]: d["tooltip"] for d in deck_layers(at)["belief"]["data"]} != belief
+    assert any(f"sees output {other.split()[-1]}" in c.value for c in at.caption)
 
 
 def test_presenter_view_from_the_link():

@@ -184,9 +184,13 @@ def _baseline_rows(key: str) -> _Rows:
                 f"**{label} did not finish within {LP_TIME_LIMIT_S:.0f} s** on {K} places (a dense city makes the "
                 "linear program large). Try fewer places K in the sidebar, or another mechanism."
             )
-            bound = mech.details.get("lower_bound_m") if isinstance(mech.details, dict) else None
+            details = mech.details if isinstance(mech.details, dict) else {}
+            bound = (details.get("row_generation") or {}).get("lower_bound")
             if bound is not None and math.isfinite(float(bound)):
-                out.problem += f" What is proven: no mechanism can have an expected error below {fmt_m(float(bound))}."
+                out.problem += (
+                    f" What is proven so far: no mechanism can have an average error (over all places) below "
+                    f"{fmt_m(float(bound))}."
+                )
         else:
             out.problem = f"**{label} could not be built at ε = {eps:g}/km.** The solver reported: {status}."
         return out
@@ -307,7 +311,19 @@ with left:
 
     belief = report = guess = None
     if mode == "attacker" and rows.matrix is not None and rows.row_a is not None:
-        report = int(samples[-1]) if samples else int(np.argmax(rows.row_a))
+        likely = np.argsort(-np.asarray(rows.row_a))[:12].tolist()
+        choices = list(dict.fromkeys([*reversed(samples), *likely]))  # sampled reports first, newest first
+        if ss.get("lesson_report") not in choices:
+            ss.lesson_report = choices[0]
+        report = int(
+            st.selectbox(
+                "The report the attacker sees",
+                choices,
+                key="lesson_report",
+                format_func=lambda j: f"Output {j}",  # stable labels
+                help="Sampled reports first (newest first), then A's likeliest reports.",
+            )
+        )
         belief = lesson.posterior(inst.prior, rows.matrix, report)
         guess = lesson.bayes_guess(belief, inst.d_km * 1000.0)
     with common.guarded("The map"):
@@ -344,10 +360,9 @@ with left:
             st.caption("The attacker's view needs the mechanism's full matrix (not available here).")
         else:
             d_guess = 1000 * float(inst.distances_km_pairs(np.array([guess]), np.array([pa]))[0])
-            src = "the last sampled report" if samples else "A's most likely report (draw reports to pick others)"
             st.caption(
-                f"The attacker sees {src} (white dot), knows the mechanism and how people are spread, and weighs "
-                f"every place by how likely it makes that report (bigger, redder = more believed). Its best guess "
+                f"The attacker sees output {report} (white dot), knows the mechanism and how people are spread, "
+                f"and weighs every place by how likely it makes that report (bigger, redder = more believed). Its best guess "
                 f"(black) is **{fmt_m(d_guess)}** from the truth (red)."
             )
     else:
