@@ -14,7 +14,7 @@ import pydeck as pdk
 import panda
 from app.analysis import UserPairs, fmt_m, surrogate_rows
 
-__all__ = ["LAYERS", "DEFAULT_LAYERS", "road_segments", "fit_view", "build_deck", "COLORS"]
+__all__ = ["LAYERS", "DEFAULT_LAYERS", "TOOLTIP_STYLE", "road_segments", "fit_view", "build_deck", "COLORS"]
 
 #: Layer id -> label of the layer toggle.
 LAYERS = {
@@ -39,6 +39,23 @@ COLORS = {
 }
 #: Most road segments drawn (larger networks are thinned evenly; the caption says so).
 MAX_SEGMENTS = 60_000
+#: The hover box. Each object's ``tooltip`` is plain text (Streamlit would show HTML in it literally):
+#: its line breaks are newlines, kept by the "text" tooltip and ``white-space: pre-line``. deck.gl puts
+#: the box at the pointer, where one near the right or bottom edge of the map is cut off; this style
+#: (applied after deck.gl's position) pins it to the map's top-left corner instead, always in view.
+TOOLTIP_STYLE = {
+    "backgroundColor": "rgba(31, 38, 48, 0.93)",
+    "color": "white",
+    "fontSize": "12px",
+    "lineHeight": "1.45",
+    "whiteSpace": "pre-line",
+    "transform": "none",
+    "top": "8px",
+    "left": "8px",
+    "maxWidth": "min(340px, calc(100% - 16px))",
+    "padding": "6px 9px",
+    "borderRadius": "4px",
+}
 
 
 def road_segments(net: panda.RoadNetwork, *, max_segments: int = MAX_SEGMENTS) -> tuple[list[dict], int]:
@@ -128,7 +145,7 @@ def build_deck(
         data = [
             {
                 "p": pos(x),
-                "tooltip": f"Secret record #{x}{' (also an output)' if is_output[x] else ''}<br/>"
+                "tooltip": f"Secret record #{x}{' (also an output)' if is_output[x] else ''}\n"
                 f"prior {instance.prior[x]:.2%}",
             }
             for x in range(instance.n_records)
@@ -163,7 +180,7 @@ def build_deck(
             {
                 "s": pos(users[n]),
                 "t": pos(result.surrogates[n]),
-                "tooltip": f"User {n} &rarr; surrogate record #{result.surrogates[n]}<br/>"
+                "tooltip": f"User {n} → surrogate record #{result.surrogates[n]}\n"
                 f"{fmt_m(d_sur_m[n])} from the true record",
             }
             for n in np.flatnonzero(has)
@@ -196,9 +213,9 @@ def build_deck(
                     "t": pos(users[m]),
                     "c": _heat(t),
                     "w": 1.5 + 4.5 * t,
-                    "tooltip": f"Users {n} and {m}: {fmt_m(1000 * pairs.d_km[k])} apart<br/>"
-                    f"allowed ln-ratio (&epsilon;&minus;&epsilon;&#772;)&middot;d = {pairs.allowed[k]:.2f}<br/>"
-                    f"actual max ln-ratio = {pairs.actual[k]:.2f}<br/>excess = {e:.2f} nats",
+                    "tooltip": f"Users {n} and {m}: {fmt_m(1000 * pairs.d_km[k])} apart\n"
+                    f"allowed ln-ratio (ε − ε̄)·d = {pairs.allowed[k]:.2f}\n"
+                    f"actual max ln-ratio = {pairs.actual[k]:.2f}\nexcess = {e:.2f} nats",
                 }
             )
         out.append(
@@ -228,7 +245,7 @@ def build_deck(
                     "p": pos(y),
                     "r": 3.0 + 11.0 * math.sqrt(t),
                     "c": _heat(t),
-                    "tooltip": f"Output #{j} (record #{y})<br/>Pr[user {sel} reports it] = {p:.2%}<br/>"
+                    "tooltip": f"Output #{j} (record #{y})\nPr[user {sel} reports it] = {p:.2%}\n"
                     f"utility cost {fmt_m(cost[j])}",
                 }
             )
@@ -254,7 +271,7 @@ def build_deck(
                 "r": 9 if a == result.surrogates[sel] else 6,
                 "tooltip": f"Anchor record #{a} of user {sel}"
                 + (" (its surrogate)" if a == result.surrogates[sel] else "")
-                + f"<br/>{fmt_m(d)} from the true record",
+                + f"\n{fmt_m(d)} from the true record",
             }
             for a, d in zip(anchors.tolist(), d_m.tolist(), strict=True)
         ]
@@ -281,14 +298,14 @@ def build_deck(
             if result.outputs[n] >= 0:
                 y = int(instance.outputs[result.outputs[n]])
                 away_m = 1000 * float(instance.distances_km_pairs(users[n], y))
-                out_txt = f"<br/>reported output #{int(result.outputs[n])}, {fmt_m(away_m)} away"
+                out_txt = f"\nreported output #{int(result.outputs[n])}, {fmt_m(away_m)} away"
             color = COLORS["selected"] if n == sel else (COLORS["user"] if has[n] else COLORS["user_empty"])
             data.append(
                 {
                     "p": pos(users[n]),
                     "c": color,
                     "r": 9 if n == sel else 6,
-                    "tooltip": f"User {n}{' (selected)' if n == sel else ''}: true record #{int(users[n])}<br/>"
+                    "tooltip": f"User {n}{' (selected)' if n == sel else ''}: true record #{int(users[n])}\n"
                     f"{n_anchor} anchor{'s' if n_anchor != 1 else ''}"
                     + (f", surrogate {fmt_m(d_sur_m[n])} away" if has[n] else " (cannot report: no anchors)")
                     + out_txt,
@@ -318,8 +335,5 @@ def _deck(layers: list[pdk.Layer], instance: panda.Instance) -> pdk.Deck:
         initial_view_state=fit_view(instance.lon, instance.lat),
         map_provider=None,  # no basemap; keep pydeck's default map_style: with map_style=None
         # Streamlit's front end would fill in a Carto basemap (an outside request)
-        tooltip={
-            "html": "{tooltip}",
-            "style": {"backgroundColor": "#1f2630", "color": "white", "fontSize": "12px"},
-        },
+        tooltip={"text": "{tooltip}", "style": TOOLTIP_STYLE},
     )

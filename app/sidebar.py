@@ -10,6 +10,7 @@ import streamlit as st
 
 import panda
 from app import state
+from app.messages import plain_error
 from app.params import (
     BBOX_PRESETS,
     DECAY_LABELS,
@@ -21,8 +22,10 @@ from app.params import (
     Params,
     bbox_source,
     from_query,
+    page_query,
     parse_source,
     preset_values,
+    read_page_query,
     to_query,
 )
 from panda.network import MAX_BBOX_AREA_KM2
@@ -84,14 +87,18 @@ def _init_state() -> None:
     ss.w_box_preset = next((k for k, v in BBOX_PRESETS.items() if v == box), CUSTOM_BOX)
     ss.w_west, ss.w_south, ss.w_east, ss.w_north = (float(v) for v in box)  # type: ignore[union-attr]
     ss.active_source = p.source
-    ss.net_error = None
+    ss.net_error, ss.net_error_details = None, ""
     ss.w_K, ss.w_N, ss.w_M, ss.w_seed = p.n_records, p.n_users, p.n_outputs, p.seed
     ss.w_decay, ss.w_preset = p.decay, p.preset
     ss.w_eps, ss.w_delta = p.epsilon_per_km, p.delta
     ss.w_alpha, ss.w_lambda, ss.w_gamma = p.alpha, p.lambda_per_km, p.gamma_km
     ss.w_Gamma, ss.w_radius = p.neighbourhood_size, p.constraint_radius_km
     ss.w_lb, ss.w_lbtime = p.lower_bound, p.lp_time_limit_s
-    ss.query_problems = problems
+    # The pages' own state in the link (app.params.PAGE_QUERY): the pages validate it against their run.
+    page_values, page_problems = read_page_query(st.query_params.to_dict())
+    for key, value in page_values.items():
+        ss[key] = value
+    ss.query_problems = problems + page_problems
     ss._initialised = True
 
 
@@ -125,13 +132,28 @@ def _embedded_hint() -> str:
     return ", ".join(panda.list_cities())
 
 
+def _network_failure(exc: BaseException) -> tuple[str, str]:
+    """(message, details) for a road network that could not be downloaded or loaded."""
+    plain, details = plain_error(exc)
+    if isinstance(exc, panda.OfflineError):
+        head = "**No connection to the OpenStreetMap server:** live downloads do not work from here."
+    elif isinstance(exc, panda.DownloadError):
+        head = f"**The download failed.** {plain}"
+    elif isinstance(exc, ValueError):
+        head = f"**No usable road network in this box.** {plain}"
+    else:
+        head = f"**The download failed.** {plain}"
+    return f"{head}\n\nThe embedded cities work offline: {_embedded_hint()}.", details
+
+
 def _download(box: tuple[float, float, float, float]) -> None:
     """Validate and download a bounding box; on success make it the active network."""
     ss = st.session_state
+    ss.net_error_details = ""
     try:
         bbox = panda.BoundingBox(*box)
     except ValueError as exc:
-        ss.net_error = f"**This bounding box is not valid.** {exc}"
+        ss.net_error = f"**This bounding box is not valid.** {plain_error(exc)[0]}"
         return
     if bbox.area_km2 > MAX_BBOX_AREA_KM2:
         ss.net_error = (
@@ -140,32 +162,77 @@ def _download(box: tuple[float, float, float, float]) -> None:
             f"or use an embedded city: {_embedded_hint()}."
         )
         return
+    # The progress box lives in a slot: on failure it goes away and the error below is the one message.
+    slot = st.empty()
     try:
-        with st.status(f"Downloading the road network (about {bbox.area_km2:,.0f} km²) ...", expanded=True) as status:
-            st.write("Asking the OpenStreetMap Overpass server (osmnx); large boxes take minutes.")
+        with slot.status(f"Downloading the road network (about {bbox.area_km2:,.0f} km²) ...", expanded=True) as status:
+            st.write("Asking the OpenStreetMap server; large boxes take minutes.")
             net = state.bbox_network(*bbox.as_tuple())
             status.update(label=f"Road network ready: {net.n_nodes:,} nodes", state="complete", expanded=False)
-    except panda.OfflineError as exc:
-        ss.net_error = (
-            "**No connection to the OpenStreetMap server:** live downloads do not work from here. "
-            f"The embedded cities work offline: {_embedded_hint()}.\n\nDetails: {exc}"
-        )
-        return
-    except panda.DownloadError as exc:
-        ss.net_error = f"**The download failed.** {exc}\n\nThe embedded cities work offline: {_embedded_hint()}."
-        return
-    except ValueError as exc:
-        ss.net_error = f"**No usable road network in this box.** {exc}"
-        return
     except Exception as exc:  # never a traceback in the page
-        ss.net_error = f"**The download failed** ({type(exc).__name__}: {exc}). Embedded cities: {_embedded_hint()}."
+        slot.empty()
+        ss.net_error, ss.net_error_details = _network_failure(exc)
         return
     ss.active_source = bbox_source(bbox.as_tuple())
     ss.net_error = None
+    ss.pop("link_notice", None)
+
+
+def _city_label(name: str) -> str:
+    return panda.CITIES[name][1].split(":")[0] if name in panda.CITIES else "Rome (the paper's network)"
+
+
+def _active_network() -> panda.RoadNetwork:
+    """The active road network. One that cannot be loaded here (a link's bounding box, offline) is
+    replaced by the default embedded city, and the source controls are set to show that city: this
+    runs before they are drawn. The page then says what happened (:func:`_show_link_notice`)."""
+    ss = st.session_state
+    source = ss.active_source
+    try:
+        with st.spinner("Loading the road network ..."):  # shown only if it takes more than 0.5 s
+            return state.network(source)
+    except Exception as exc:  # never a traceback: fall back to the embedded city, say so in the page
+        fallback = f"city:{panda.DEFAULT_CITY}"
+        reason, details = plain_error(exc)
+        if source.startswith("bbox:"):
+            w, s_, e, n = source.partition(":")[2].split(",")
+            what = f"The bounding box of this link (west {w}, south {s_}, east {e}, north {n})"
+            retry = (
+                " To try it again, choose *Bounding box* under *Road network* in the sidebar (the link's box is "
+                "filled in) and press *Download*."
+            )
+        else:
+            what, retry = "The road network of this link", ""
+        ss.link_notice = {
+            "text": f"**{what} could not be loaded.** {reason} **The map shows the embedded city "
+            f"{_city_label(panda.DEFAULT_CITY)} instead.**{retry}",
+            "details": details,
+            "source": fallback,
+        }
+        ss.w_source_kind, ss.w_city, ss.active_source, ss.net_error = SOURCE_CITY, panda.DEFAULT_CITY, fallback, None
+        return state.network(fallback)
+
+
+def _show_link_notice() -> None:
+    """In the page (not only the sidebar): the link's network was replaced, while that is still so."""
+    ss = st.session_state
+    notice = ss.get("link_notice")
+    if not notice:
+        return
+    if ss.active_source != notice["source"]:  # the person has chosen a network since
+        del ss["link_notice"]
+        return
+    st.warning(notice["text"], icon=":material/link_off:")
+    if notice["details"]:
+        st.caption(f"Details: {notice['details']}")
 
 
 def _network_controls() -> panda.RoadNetwork:
     ss = st.session_state
+    if ss.w_source_kind == SOURCE_CITY:
+        ss.active_source = f"city:{ss.w_city}"
+        ss.net_error = None
+    net = _active_network()
     st.header("Road network")
     kind = st.radio(
         "Source",
@@ -180,14 +247,10 @@ def _network_controls() -> panda.RoadNetwork:
             panda.list_cities(),
             key="w_city",
             persist_state="session",
-            format_func=lambda c: (
-                panda.CITIES[c][1].split(":")[0] if c in panda.CITIES else "Rome (the paper's network)"
-            ),
+            format_func=_city_label,
             help="Road networks shipped with the project (OpenStreetMap extracts): "
             + "; ".join(f"**{k}**: {v[1]}" for k, v in panda.CITIES.items()),
         )
-        ss.active_source = f"city:{ss.w_city}"
-        ss.net_error = None
     else:
         st.selectbox(
             "Area",
@@ -235,24 +298,23 @@ def _network_controls() -> panda.RoadNetwork:
             help="Northern edge, degrees of latitude.",
         )
         if st.button(
-            "Download road network", icon=":material/download:", help="Downloads drivable roads through osmnx."
+            "Download road network",
+            icon=":material/download:",
+            help="Downloads the drivable roads of the box from OpenStreetMap.",
         ):
             _download((ss.w_west, ss.w_south, ss.w_east, ss.w_north))
+            if not ss.net_error:
+                net = state.network(ss.active_source)  # just downloaded: cached
         if ss.active_source.startswith("city:") and not ss.net_error:
-            st.caption("Press *Download* to use this box; until then the map shows the embedded city.")
+            st.caption(
+                f"Press *Download* to use this box; until then the map shows the embedded city "
+                f"{_city_label(ss.active_source.partition(':')[2])}."
+            )
     if ss.net_error:
         st.error(ss.net_error)
-    try:
-        with st.spinner("Loading the road network ..."):  # shown only if it takes more than 0.5 s
-            return state.network(ss.active_source)
-    except Exception as exc:  # a bbox from the URL that cannot be loaded here: fall back, say so
-        ss.net_error = (
-            f"**Could not load {ss.active_source}:** {exc}\n\nShowing the embedded city "
-            f"{panda.DEFAULT_CITY} instead. Embedded cities work offline: {_embedded_hint()}."
-        )
-        st.error(ss.net_error)
-        ss.active_source = f"city:{panda.DEFAULT_CITY}"
-        return state.network(ss.active_source)
+        if ss.get("net_error_details"):
+            st.caption(f"Details: {ss.net_error_details}")
+    return net
 
 
 def _clamp(key: str, low: float, high: float) -> None:
@@ -391,6 +453,7 @@ def render() -> Params:
             disabled=not ss.w_lb,
             help="The lower-bound LP stops after this many seconds and is then shown as 'time limit'.",
         )
+    _show_link_notice()
     return Params(
         source=ss.active_source,
         n_records=int(ss.w_K),
@@ -412,7 +475,14 @@ def render() -> Params:
 
 
 def write_query(p: Params) -> None:
-    """Put the view into the URL (only when it changed: no needless browser history updates)."""
-    wanted = to_query(p)
-    if st.query_params.to_dict() != wanted:
+    """Put the view into the URL (only when it changed: no needless browser history updates).
+
+    The link holds the sidebar's view (:func:`app.params.to_query`) and the pages' own state
+    (:data:`app.params.PAGE_QUERY`, from the session, or kept from the link while its page is not
+    shown); nothing else. A page that corrects its state (say, a selected user beyond the users of
+    the run) may call this again after doing so.
+    """
+    current = st.query_params.to_dict()
+    wanted = to_query(p) | page_query(st.session_state, current)
+    if current != wanted:
         st.query_params.from_dict(wanted)

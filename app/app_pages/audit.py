@@ -33,7 +33,8 @@ st.caption(
 try:
     import panda.pmdp  # noqa: F401
 except ImportError as exc:
-    st.info(f"The exact PmDP audit is not available in this installation (panda.pmdp: {exc}).")
+    st.info("The exact PmDP audit is not available in this installation.")
+    st.caption(f"Details: {exc}")
 else:
     with common.guarded("The PmDP audit"):
         if r.z is None:

@@ -1,20 +1,29 @@
 """Compare: PAnDA against the baseline mechanisms of the paper (section 4.3) on the same instance."""
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
-from app import analysis, charts, common, state
+from app import analysis, charts, common, sidebar, state, tables
+from app.messages import plain_error
+from app.params import (
+    BASELINE_IDS,
+    COMPARE_TIME_LIMITS,
+    DEFAULT_BASELINES,
+    DEFAULT_COMPARE_TIME_S,
+    DEFAULT_GRID,
+    GRID_OPTIONS,
+)
 
-#: Dashboard name -> (registry name of panda.mechanisms.BASELINES, description).
-METHODS = {
-    "EM": ("em", "Exponential mechanism: Pr[y | x] ∝ exp(−ε d(x, y) / 2) over the outputs."),
-    "EM+BR": ("em-br", "EM followed by Bayesian remapping to the output with the least expected cost."),
-    "LP+CA": ("lp-ca", "Optimal LP over one representative per cell of a grid; each record uses its cell's row."),
-    "Planar Laplace": ("laplace", "Geo-indistinguishability's planar Laplace noise, snapped to the nearest output."),
-    "LP": ("lp", "The optimal ε-mDP mechanism over all records (Bordenabe et al. 2014): small K only."),
+_DESCRIPTIONS = {
+    "EM": "Exponential mechanism: Pr[y | x] ∝ exp(−ε d(x, y) / 2) over the outputs.",
+    "EM+BR": "EM followed by Bayesian remapping to the output with the least expected cost.",
+    "LP+CA": "Optimal LP over one representative per cell of a grid; each record uses its cell's row.",
+    "Planar Laplace": "Geo-indistinguishability's planar Laplace noise, snapped to the nearest output.",
+    "LP": "The optimal ε-mDP mechanism over all records (Bordenabe et al. 2014): small K only.",
 }
-DEFAULT_METHODS = ["EM", "EM+BR", "LP+CA"]
+#: Dashboard name -> (registry name of panda.mechanisms.BASELINES, description); the link uses the registry name.
+METHODS = {name: (key, _DESCRIPTIONS[name]) for name, key in BASELINE_IDS.items()}
+DEFAULT_METHODS = list(DEFAULT_BASELINES)
 #: The full LP is offered up to this K (it took about 4 s at K = 50 and over 15 s at K = 80 here).
 MAX_K_FULL_LP = 60
 
@@ -28,10 +37,10 @@ try:
     from panda.mechanisms import BASELINES
 except ImportError as exc:
     st.info(
-        "**The baseline mechanisms are not available in this installation** "
-        f"(importing panda.mechanisms / panda.audit failed: {exc}). "
+        "**The baseline mechanisms are not available in this installation.** "
         "The Explore, Audit and Learn pages work without them."
     )
+    st.caption(f"Details: {exc}")
     st.stop()
 
 params = common.current_params()
@@ -43,16 +52,38 @@ eps = params.epsilon_per_km
 
 c1, c2, c3 = st.columns([3, 1, 1])
 available = [m for m in METHODS if METHODS[m][0] in BASELINES]
+# The page's own state (also in the link: app.params.PAGE_QUERY), validated before the widgets.
+ss = st.session_state
+if not isinstance(ss.get("cmp_methods"), list):
+    ss.cmp_methods = [m for m in DEFAULT_METHODS if m in available]
+ss.cmp_methods = [m for m in ss.cmp_methods if m in available]
+if ss.get("cmp_grid") not in GRID_OPTIONS:
+    ss.cmp_grid = DEFAULT_GRID
+if ss.get("cmp_time") not in COMPARE_TIME_LIMITS:
+    ss.cmp_time = DEFAULT_COMPARE_TIME_S
+sidebar.write_query(params)
 chosen = c1.multiselect(
     "Baselines",
     available,
-    default=[m for m in DEFAULT_METHODS if m in available],
     key="cmp_methods",
+    persist_state="session",
     help="\n".join(f"- **{m}**: {METHODS[m][1]}" for m in available),
 )
-grid = c2.selectbox("LP+CA grid", [8, 10, 6, 12], key="cmp_grid", help="Cells per side (paper: 8; its code: 10).")
+grid = c2.selectbox(
+    "LP+CA grid",
+    list(GRID_OPTIONS),
+    key="cmp_grid",
+    persist_state="session",
+    help="Cells per side (paper: 8; its code: 10).",
+)
 time_limit = c3.slider(
-    "LP time limit (s)", 5, 120, 20, step=5, key="cmp_time", help="LP-based baselines stop after this many seconds."
+    "LP time limit (s)",
+    COMPARE_TIME_LIMITS[0],
+    COMPARE_TIME_LIMITS[-1],
+    step=5,
+    key="cmp_time",
+    persist_state="session",
+    help="LP-based baselines stop after this many seconds.",
 )
 if "LP" in chosen and inst.n_records > MAX_K_FULL_LP:
     st.info(
@@ -79,6 +110,7 @@ panda_row = {
     "epsilon_min_per_km": float("nan"),
     "adversary_error_m": float("nan"),
     "time_s": r.timings_s.get("total", float("nan")),
+    "note": f"{int(ok.sum())} of {users.size} users can report" if not ok.all() else "",
 }
 if r.z is not None and ok.sum() >= 1:
     z_users = r.z[rows_idx[ok]]
@@ -115,7 +147,7 @@ with st.status("Building the baselines ...", expanded=False) as status:
         try:
             mech = state.baseline(params.instance_key, key, eps, tuple(sorted(options.items())))
         except Exception as exc:  # one failing baseline must not take the page down
-            row["status"] = f"failed: {type(exc).__name__}: {exc}"
+            row["status"] = f"failed: {plain_error(exc)[0]}"
             rows.append(row)
             continue
         row.update(status=mech.status, prior_loss_m=mech.loss_m, time_s=mech.build_time_s)
@@ -137,46 +169,14 @@ with st.status("Building the baselines ...", expanded=False) as status:
         expanded=False,
     )
 
-table = pd.DataFrame(rows)
-st.dataframe(
-    table,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "method": st.column_config.TextColumn("Method"),
-        "status": st.column_config.TextColumn("Status", help="'solved'/'Optimal', or why not."),
-        "loss_m": st.column_config.NumberColumn(
-            "Utility loss at users (m)",
-            format="%.0f",
-            help="Mean expected road-distance error at the users' true records.",
-        ),
-        "prior_loss_m": st.column_config.NumberColumn(
-            "Loss over the prior (m)",
-            format="%.0f",
-            help="Expected loss over all K records under the prior. PAnDA has no row for records outside the "
-            "anchor union, so it has none (empty cell).",
-        ),
-        "violation_rate": st.column_config.NumberColumn(
-            "User pairs violating ε-mDP",
-            format="percent",
-            help="Baselines: exact audit of their rows at the users. PAnDA: its realised check, which also counts "
-            "the Phase-I cost ε̄ of uploading the anchor set.",
-        ),
-        "epsilon_min_per_km": st.column_config.NumberColumn(
-            "Smallest ε met (1/km)",
-            format="%.2f",
-            help="The smallest budget the released rows satisfy over the user pairs "
-            "(for PAnDA without Phase I's cost).",
-        ),
-        "adversary_error_m": st.column_config.NumberColumn(
-            "Adversary error (m)",
-            format="%.0f",
-            help="Expected error of the Bayes-optimal attacker who knows the mechanism and that the true record is "
-            "one of the users'. Larger is more private.",
-        ),
-        "time_s": st.column_config.NumberColumn("Time (s)", format="%.3f", help="Wall time to build the mechanism."),
-    },
-)
+table = tables.compare_frame(rows)
+# A static table: every cell readable (text wraps, nothing cut off), "—" and words for missing numbers.
+st.table(tables.compare_styler(table), hide_index=True)
+with st.expander("What the columns mean"):
+    st.markdown("\n".join(f"- **{tables.HEADERS[k]}**: {text}" for k, text in tables.COLUMN_HELP.items()))
+notes = tables.compare_notes(table)
+if notes:
+    st.caption("  \n".join(notes))
 with common.guarded("The comparison chart"):
     st.plotly_chart(charts.compare_bars(rows), key="chart_compare")
 if r.empty_anchor_users.size:

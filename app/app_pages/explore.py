@@ -3,13 +3,14 @@
 import numpy as np
 import streamlit as st
 
-from app import analysis, charts, common, export, maps, state
-from app.params import DECAY_LABELS
+from app import analysis, charts, common, export, maps, sidebar, state
+from app.params import CHART_TABS as CHART_TAB_IDS
+from app.params import DECAY_LABELS, DEFAULT_LAYER_IDS, LAYER_IDS
 
 DELTA_SWEEP = (1e-9, 1e-7, 1e-5, 1e-3, 1e-2, 0.1, 0.3)
 #: The delta sweep reruns PAnDA len(DELTA_SWEEP) times: only when one run takes at most this long (s).
 MAX_SWEEP_RUN_S = 2.0
-CHART_TABS = ["Budget split", "Utility vs bound", "Violations vs δ", "Time per phase"]
+CHART_TABS = list(CHART_TAB_IDS.values())
 CHART_HEIGHT = 470
 
 st.title("Explore")
@@ -29,27 +30,50 @@ bound_job = common.start_lower_bound(view)
 note_slot = common.show_messages(view)
 metric_slots = common.show_metrics(view)
 
+# The page's own state (also in the link: app.params.PAGE_QUERY), validated against this run. Every
+# option label below is fixed (never computed from the run): the browser sends a selectbox's value
+# back as its label, and a label that changed with the run would come back as a stale string.
+ss = st.session_state
+n_users = int(r.user_records.size)
+if common.valid_user(ss.get("sel_user"), n_users) is None:  # first visit, fewer users now, or a bad value
+    ss.sel_user = int(np.argmax([a.size for a in r.anchor_sets])) if n_users else 0  # the most anchors
+else:
+    ss.sel_user = common.valid_user(ss.sel_user, n_users)
+if not isinstance(ss.get("layers"), list) or not set(ss.layers) <= set(LAYER_IDS):
+    ss.layers = list(DEFAULT_LAYER_IDS)
+if ss.get("chart_tab") not in CHART_TABS:
+    ss.chart_tab = ss.get("explore_tab_memory") if ss.get("explore_tab_memory") in CHART_TABS else CHART_TABS[0]
+sidebar.write_query(params)  # the corrected values into the link at once
+
 left, right = st.columns([3, 2], gap="medium")
 with left:
     layers = st.pills(
         "Map layers",
         options=list(maps.LAYERS),
         selection_mode="multi",
-        default=list(maps.DEFAULT_LAYERS),
         format_func=maps.LAYERS.get,
         key="layers",
+        persist_state="session",
         wrap=True,
         help="Click to show or hide a layer. Hover any point or line for its numbers.",
     )
-    n_users = int(r.user_records.size)
-    if st.session_state.get("sel_user", n_users) >= n_users:  # first visit, or fewer users now
-        st.session_state.sel_user = int(np.argmax([a.size for a in r.anchor_sets]))  # the most anchors
-    sel = st.columns([1, 2])[0].selectbox(
+    pick, about = st.columns([1, 2], vertical_alignment="bottom")
+    sel = pick.selectbox(
         "Selected user",
         range(n_users),
         key="sel_user",
-        format_func=lambda n: f"User {n} ({r.anchor_sets[n].size} anchors)",
+        persist_state="session",
+        format_func=lambda n: f"User {n}",
         help="The user whose anchors and output distribution the map shows.",
+    )
+    sel = common.valid_user(sel, n_users) or 0
+    n_anchor = int(r.anchor_sets[sel].size) if n_users else 0
+    about.caption(
+        f"User {sel}: {n_anchor} anchor{'s' if n_anchor != 1 else ''}"
+        + ("" if n_anchor else " (cannot report)")
+        + f" · the most anchors: user {int(np.argmax([a.size for a in r.anchor_sets]))}"
+        if n_users
+        else "No users."
     )
     with common.guarded("The map"):
         pairs = analysis.user_pairs(r, inst) if "violations" in (layers or []) else None
@@ -73,6 +97,7 @@ with left:
 with right:
     # Only the open tab draws its chart (and runs its computation): a tab switch is a fast rerun.
     tabs = st.tabs(CHART_TABS, key="chart_tab", on_change="rerun")
+    ss.explore_tab_memory = ss.get("chart_tab")  # the tab widget forgets its value on another page
     tab_of = dict(zip(CHART_TABS, tabs, strict=True))
     utility_slot = tab_of["Utility vs bound"].empty()
     time_slot = tab_of["Time per phase"].empty()
@@ -131,7 +156,8 @@ e2.download_button(
     mime="application/json",
     on_click="ignore",
     icon=":material/summarize:",
-    help="result.summary(): sizes, losses in metres, lower bound, budget split, counts, timings.",
+    help="Sizes, losses in metres, lower bound, budget split, counts, timings. Numbers that are not "
+    "available or not finite are written as null.",
 )
 e3.download_button(
     "Perturbation matrix (CSV)",
@@ -140,6 +166,8 @@ e3.download_button(
     mime="text/csv",
     on_click="ignore",
     icon=":material/table:",
-    help="z[anchor, output]: one row per anchor record (with lon/lat), one column per output.",
+    help="Pr[output | anchor]: one row per anchor record (its record number, lon and lat), one column per output "
+    "(its name gives the output's number, record, lon and lat; degrees). A plain CSV table; rows sum to 1. "
+    "Map data (c) OpenStreetMap contributors, ODbL.",
     disabled=r.z is None,
 )
