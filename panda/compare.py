@@ -61,8 +61,9 @@ def audit_columns(instance: Instance, method: str, mech, *, audit_sample_pairs: 
     The exact mDP audit (every record pair up to ``audit_sample_pairs`` pairs; beyond, user pairs
     exactly plus that many random record pairs, stated in ``audit_scope``), the Bayes adversary's
     error, the loss at the users' true records, and for PAnDA the PmDP audit over anchor draws.
-    Planar Laplace's matrix is a sampled estimate: its zeros are sampling artefacts, so it is not
-    audited (``audit_note``); it is eps-geo-indistinguishable by construction.
+    Planar Laplace's exact matrix (the default) is audited like every other mechanism; only its
+    sampled estimate (``method="sampled"``, whose zeros are sampling artefacts) is not
+    (``audit_note``).
     """
     out: dict[str, object] = {}
     eps = mech.epsilon_per_km
@@ -74,7 +75,7 @@ def audit_columns(instance: Instance, method: str, mech, *, audit_sample_pairs: 
             ui, uj = np.triu_indices(instance.n_users, k=1)
             pairs = (instance.users[ui], instance.users[uj])
             aud = audit_mechanism(mech.matrix, d, eps, pairs=pairs, sample_pairs=audit_sample_pairs, rng=seed)
-        if method == "laplace":
+        if method == "laplace" and mech.details.get("estimated"):
             out.update(violation_rate=float("nan"), epsilon_min_per_km=float("nan"))
             out["audit_note"] = "not audited: sampled estimate of planar Laplace (eps-geo-ind by construction)"
         else:

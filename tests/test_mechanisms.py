@@ -55,7 +55,8 @@ def built(small):
     return {
         "em": build_em(small, EPS),
         "em-br": build_em_br(small, EPS),
-        "laplace": build_laplace(small, EPS, n_samples=5_000, rng=1),
+        "laplace": build_laplace(small, EPS),
+        "laplace-sampled": build_laplace(small, EPS, method="sampled", n_samples=5_000, rng=1),
         "lp": build_lp(small, EPS),
         "lp-spanner": build_lp(small, EPS, spanner_dilation=1.5),
         "lp-ca": build_lp_ca(small, EPS),
@@ -75,7 +76,9 @@ def test_registry_names():
     assert set(BASELINES) == {"em", "em-br", "laplace", "lp", "lp-ca", "lp-bd", "lp-em"}
 
 
-@pytest.mark.parametrize("name", ["em", "em-br", "laplace", "lp", "lp-spanner", "lp-ca", "lp-bd", "lp-em"])
+@pytest.mark.parametrize(
+    "name", ["em", "em-br", "laplace", "laplace-sampled", "lp", "lp-spanner", "lp-ca", "lp-bd", "lp-em"]
+)
 def test_every_matrix_is_row_stochastic(built, small, name):
     result = built[name]
     assert_solved(result)
@@ -85,7 +88,7 @@ def test_every_matrix_is_row_stochastic(built, small, name):
     assert result.build_time_s >= 0
 
 
-@pytest.mark.parametrize("name", ["em", "em-br", "lp", "lp-spanner", "lp-bd", "lp-em"])
+@pytest.mark.parametrize("name", ["em", "em-br", "laplace", "lp", "lp-spanner", "lp-bd", "lp-em"])
 def test_mdp_mechanisms_pass_the_exact_audit(built, small, name):
     result = audit_mechanism(built[name].matrix, small.d_km, EPS)
     assert result.passed, (name, result.worst[:3])
@@ -311,9 +314,9 @@ def test_planar_laplace_radius_is_gamma_2():
 
 
 def test_planar_laplace_is_reproducible_and_reports_its_error(small, built):
-    again = build_laplace(small, EPS, n_samples=5_000, rng=1)
-    np.testing.assert_array_equal(again.matrix, built["laplace"].matrix)
-    info = built["laplace"].details
+    again = build_laplace(small, EPS, method="sampled", n_samples=5_000, rng=1)
+    np.testing.assert_array_equal(again.matrix, built["laplace-sampled"].matrix)
+    info = built["laplace-sampled"].details
     assert info["estimated"] and info["n_samples"] == 5_000
     assert 0 < info["max_standard_error"] <= 0.5 / np.sqrt(5_000)
     assert info["dkw_bound"] == pytest.approx(2 * np.sqrt(np.log(2 * small.n_records / 0.05) / 10_000))
@@ -328,7 +331,7 @@ def test_planar_laplace_neighbour_ratio(small):
     haversine differ by < 1e-3 relative over Kotka: the bound allows that.
     """
     n = 100_000
-    result = build_laplace(small, EPS, n_samples=n, rng=11)
+    result = build_laplace(small, EPS, method="sampled", n_samples=n, rng=11)
     d = small.d_km.copy()
     np.fill_diagonal(d, np.inf)
     a, b = np.unravel_index(np.argmin(np.abs(d - 0.2)), d.shape)  # a pair ~200 m apart
