@@ -17,9 +17,10 @@ sums to 1 up to rounding. Each edge integral is one smooth 1-D integral, done wi
 discretised and the radial mass is exact. Accuracy, measured: per edge, against mpmath (30 digits)
 on 800 random edges (``eps`` 0.5 to 50 /km, the record 1e-7 to 16 km from the edge's line), a
 relative error <= 1.7e-12 (<= 6e-10 on slivers whose width is itself set by the rounding of the
-geometry); per matrix, against a 64-node, ``T_CUT = 80`` reference (Neubrandenburg K = 200, 500;
-Liechtenstein K = 500; Kotka K = 200; M = 100; eps 0.5 to 50 /km), a total-variation distance
-<= 1.9e-15 per row and a relative error <= 1.6e-13 per entry (``bench/bench_laplace.py --check``).
+geometry); per matrix, against a 64-node, ``T_CUT = 80`` reference (M = 100; Neubrandenburg
+K = 200, 500 and Liechtenstein K = 500 at eps 0.5, 5, 50 /km; Kotka K = 200 at 0.5, 2, 5, 20,
+50 /km), a total-variation distance <= 4.2e-15 per row and a relative error <= 1.6e-13 per entry
+(``bench/bench_laplace.py --check``).
 :data:`QUADRATURE_TV_ERROR_BOUND` states 1e-13. A midpoint rule in the angle with the same exact
 radial walk (a different method) converges to the same matrix (``tests/test_laplace.py``).
 
@@ -78,8 +79,8 @@ T_CUT = 40.0
 #: Smallest probability in the exact matrix (beyond ``eps r ~ 690`` the true value underflows).
 FLOOR = 1e-300
 
-#: The stated bound on the quadrature's total-variation error per row: 50 times the largest
-#: measured (1.9e-15, see the module docstring; ``bench/bench_laplace.py --check`` remeasures it).
+#: The stated bound on the quadrature's total-variation error per row: ~25 times the largest
+#: measured (4.2e-15, see the module docstring; ``bench/bench_laplace.py --check`` remeasures it).
 QUADRATURE_TV_ERROR_BOUND = 1e-13
 
 #: A record's distance to an edge's line is taken as at least this (km): at exactly 0 the edge
@@ -432,7 +433,7 @@ def build_laplace(
         quadrature={"nodes": N_NODES, "t_cut": T_CUT, "rule": "Gauss-Legendre per Voronoi edge"},
         quadrature_tv_error_bound=QUADRATURE_TV_ERROR_BOUND,
         quadrature_tv_error_note=(
-            "50x the largest total-variation distance per row (1.9e-15) measured against a 64-node, "
+            "~25x the largest total-variation distance per row (4.2e-15) measured against a 64-node, "
             "T_CUT=80 reference on Neubrandenburg, Liechtenstein and Kotka (K <= 500, M = 100, eps 0.5 to "
             "50 per km); bench/bench_laplace.py --check remeasures it"
         ),
