@@ -410,6 +410,10 @@ GRID_OPTIONS = (8, 10, 6, 12)
 COMPARE_TIME_LIMITS = tuple(range(5, 121, 5))
 DEFAULT_GRID, DEFAULT_COMPARE_TIME_S = 8, 20
 
+#: The Lesson's mechanisms (app.lesson.MECHANISMS holds their labels), the first the default; its tabs.
+LESSON_MECHANISMS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp", "panda-e", "panda-p", "panda-l")
+LESSON_TABS = {"two": "Two places", "curve": "Trade-off curve", "about": "About"}
+
 #: The link's page-level keys: URL key -> PageParam(session_key, parse, format).
 #:
 #: To keep a page's own state in the link, add ONE entry here (nothing else is needed): the sidebar
@@ -448,6 +452,26 @@ PAGE_QUERY: dict[str, PageParam] = {
         _one_of({str(t): t for t in COMPARE_TIME_LIMITS}, "a time limit in seconds, 5 to 120 in steps of 5"),
         _format_default({t: str(t) for t in COMPARE_TIME_LIMITS}, DEFAULT_COMPARE_TIME_S),
     ),
+    # Lesson (the first screen)
+    "mech": PageParam(
+        "lesson_mech",
+        _one_of({k: k for k in LESSON_MECHANISMS}, "a lesson mechanism"),
+        _format_default({k: k for k in LESSON_MECHANISMS}, LESSON_MECHANISMS[0]),
+    ),
+    "place": PageParam("lesson_a", _parse_count, _format_count),
+    "place2": PageParam("lesson_b", _parse_count, _format_count),
+    "view": PageParam(
+        "lesson_mode",
+        _one_of({"reports": "reports", "attacker": "attacker"}, "a map view"),
+        _format_default({"reports": "reports", "attacker": "attacker"}, "reports"),
+    ),
+    "ltab": PageParam(
+        "lesson_tab",
+        _one_of(LESSON_TABS, "a lesson tab"),
+        _format_default({v: k for k, v in LESSON_TABS.items()}, LESSON_TABS["two"]),
+    ),
+    # Every page
+    "present": PageParam("w_present", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),
 }
 
 

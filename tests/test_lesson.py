@@ -238,7 +238,7 @@ def test_epsilon_spreads_the_reports_and_follows_the_sidebar():
     assert at.slider(key="lesson_eps").value == 20.0
 
 
-@pytest.mark.parametrize("mech", ["em", "em-br", "lp-ca", "panda-e"])
+@pytest.mark.parametrize("mech", ["laplace", "em", "em-br", "lp-ca", "panda-e"])
 def test_every_fast_mechanism_shows_its_numbers(mech):
     at = make_app()
     at.session_state["lesson_mech"] = mech
@@ -296,3 +296,27 @@ def test_presenter_view_from_the_link():
     at.toggle(key="w_present").set_value(False).run()
     assert not at.exception
     assert any("Start here" in c.value for c in at.caption)
+
+
+def test_the_lesson_lives_in_the_link():
+    at = run_ok(make_app(mech="em", place="10", place2="11", view="attacker", ltab="about"))
+    assert at.selectbox(key="lesson_mech").value == "em"
+    assert at.selectbox(key="lesson_a").value == 10 and at.selectbox(key="lesson_b").value == 11
+    assert at.session_state["lesson_mode"] == "attacker"
+    assert any(m.value.startswith("**Exponential (EM)**") for m in at.markdown)  # the About tab is open
+    query = at.query_params
+    assert query["mech"] == "em" and query["place"] == "10" and query["place2"] == "11"
+    assert query["view"] == "attacker" and query["ltab"] == "about"
+    at.selectbox(key="lesson_mech").set_value("em-br").run()
+    at.selectbox(key="lesson_a").set_value(20).run()
+    assert at.query_params["mech"] == "em-br" and at.query_params["place"] == "20"
+    assert "present" not in at.query_params
+    at.toggle(key="w_present").set_value(True).run()
+    assert at.query_params["present"] == "1"
+
+
+def test_a_bad_lesson_link_is_ignored_and_said():
+    at = run_ok(make_app(mech="nonsense", place="99999", view="x"))
+    assert at.selectbox(key="lesson_mech").value == "laplace"
+    assert 0 <= at.selectbox(key="lesson_a").value < 200
+    assert any("mech=nonsense" in t.value for t in at.toast)

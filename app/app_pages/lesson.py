@@ -15,7 +15,7 @@ import streamlit as st
 import panda
 from app import common, lesson, lesson_charts, lesson_maps, maps, state
 from app.analysis import fmt_m, fmt_pct, surrogate_rows
-from app.params import RANGES, to_config
+from app.params import LESSON_TABS, RANGES, to_config
 from app.worker import WorkerError
 
 #: Time limit of one LP-based mechanism build on this page, seconds (the page says when it is hit).
@@ -108,6 +108,7 @@ with right:
         "Mechanism",
         list(lesson.MECHANISMS),
         key="lesson_mech",
+        persist_state="session",
         format_func=lambda k: lesson.MECHANISMS[k][0],
         help="\n".join(f"- **{label}**: {text}" for label, text in lesson.MECHANISMS.values()),
     )
@@ -125,6 +126,7 @@ with right:
         "Place A (red)",
         range(K),
         key="lesson_a",
+        persist_state="session",
         format_func=place_label,
         on_change=_a_changed,
         help="Or click a place on the map.",
@@ -133,6 +135,7 @@ with right:
         "Place B (blue)",
         range(K),
         key="lesson_b",
+        persist_state="session",
         format_func=place_label,
         on_change=_b_changed,
         help="The place A is compared with (until you pick one: a place about 300 m from A).",
@@ -287,6 +290,7 @@ with left:
             "Map shows",
             list(lesson_maps.MODES),
             key="lesson_mode",
+            persist_state="session",
             format_func=lesson_maps.MODES.get,
             label_visibility="collapsed",
         )
@@ -296,6 +300,7 @@ with left:
         "A click on the map picks",
         ["A", "B"],
         key="lesson_click",
+        persist_state="session",
         format_func=lambda v: "click: A" if v == "A" else "B",
         label_visibility="collapsed",
         help="Which place a click on the map sets.",
@@ -373,7 +378,7 @@ with left:
         )
 
 with right:
-    tabs = st.tabs(["Two places", "Trade-off curve", "About"], key="lesson_tab", on_change="rerun")
+    tabs = st.tabs(list(LESSON_TABS.values()), key="lesson_tab", on_change="rerun")
     with tabs[0]:
         if tabs[0].open is not False and rows.row_a is not None and rows.row_b is not None:
             with common.guarded("The two-places comparison"):
