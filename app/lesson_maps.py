@@ -52,12 +52,16 @@ def laplace_density_image(
     """
     from PIL import Image
 
+    from panda.mechanisms.laplace import planar_laplace_density_grid
+
     eps = float(epsilon_per_km)
     half = float(half_width_km)
-    axis = np.linspace(-half, half, size_px)
-    xx, yy = np.meshgrid(axis, -axis)  # image rows run north to south
-    r = np.hypot(xx, yy)
-    rel = np.exp(-eps * r)  # density / its peak
+    d_lat = math.degrees(half / panda.network.EARTH_RADIUS_KM)
+    d_lon = d_lat / max(math.cos(math.radians(lat0)), 1e-6)
+    grid_lon = np.linspace(lon0 - d_lon, lon0 + d_lon, size_px)
+    grid_lat = np.linspace(lat0 + d_lat, lat0 - d_lat, size_px)  # image rows run north to south
+    density = planar_laplace_density_grid(lon0, lat0, eps, grid_lon, grid_lat)
+    rel = density / (eps * eps / (2.0 * math.pi))  # density / its peak
     t = np.clip(rel, 0.0, 1.0) ** 0.5
     rgba = np.zeros((size_px, size_px, 4), dtype=np.uint8)
     rgba[..., 0] = (255 - 75 * t).astype(np.uint8)
@@ -67,8 +71,6 @@ def laplace_density_image(
     buf = io.BytesIO()
     Image.fromarray(rgba, "RGBA").save(buf, format="PNG")
     uri = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-    d_lat = math.degrees(half / panda.network.EARTH_RADIUS_KM)
-    d_lon = d_lat / max(math.cos(math.radians(lat0)), 1e-6)
     return uri, [lon0 - d_lon, lat0 - d_lat, lon0 + d_lon, lat0 + d_lat]
 
 
