@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -181,6 +182,8 @@ def test_dashboard_in_a_real_browser(server, browser):
     outside: list[str] = []
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: console_errors.append(f"page error: {exc}"))
+    not_found: list[str] = []
+    page.on("response", lambda response: not_found.append(response.url) if response.status == 404 else None)
 
     def on_request(request) -> None:
         host = urlsplit(request.url).hostname or ""
@@ -269,7 +272,17 @@ def test_dashboard_in_a_real_browser(server, browser):
             f"first_render_s={first_render_s:.3f}\nfirst_render_warm_server_s={warm_render_s:.3f}\n"
             f"slider_rerender_s={slider_s:.3f}\n" + "".join(f"page_{k.lower()}_s={v:.3f}\n" for k, v in page_s.items())
         )
-        assert not console_errors, console_errors
+        # Opened at a page's own path (/explore), Streamlit's front end first looks for its server under that
+        # path (/explore/_stcore/health, /explore/_stcore/host-config: 404), then at the root. Those probes,
+        # and only they, are not errors.
+        probes = [u for u in not_found if re.search(r"/explore/_stcore/(health|host-config)$", u)]
+        assert probes == not_found, f"404 responses: {not_found}"
+        errors = list(console_errors)
+        for _ in probes:
+            probe = next((e for e in errors if e.startswith("Failed to load resource") and "404" in e), None)
+            if probe is not None:
+                errors.remove(probe)
+        assert not errors, errors
         assert not outside, f"requests to outside hosts: {outside[:5]}"
         # Generous bounds: they catch a hang, not a slow machine (the targets are 10 s and 3 s).
         assert first_render_s < 90 and slider_s < 30
