@@ -327,6 +327,11 @@ def render() -> Params:
     ss = st.session_state
     _init_state()
     with st.sidebar:
+        st.toggle(
+            "Presenter view",
+            key="w_present",
+            help="For a projector: the sidebar starts collapsed and the type is larger (the link gets ?present=1).",
+        )
         net = _network_controls()
         st.caption(f"{net.n_nodes:,} nodes, {net.n_edges:,} road segments. {panda.OSM_ATTRIBUTION}")
 
