@@ -305,3 +305,147 @@ def phase1_pair_cost(instance_key: tuple, items: tuple, seed: int, a: int, b: in
     d = inst.distances_km_pairs(aa, bb)
     eps_bar = float(phase1_cost_sparse(model, aa, bb, d)[0])
     return eps_bar * float(d[0]) if math.isfinite(eps_bar) else float("inf")
+
+
+# =============================================================================================
+# Trade-off curve (panda.tradeoff): added for the lesson page's privacy-utility curve.
+#
+# Cached per method with st.cache_data (shared by every session, keyed by plain values), so adding
+# a method or reopening the page recomputes nothing already known; the methods of one curve run
+# side by side in the worker pool (one job per method, N_WORKERS at a time). How a page uses it:
+#
+#     job = state.start_tradeoff_curve(params.instance_key, methods, panda.tradeoff.DEFAULT_EPSILONS,
+#                                      state.config_items(config), params.seed, 20.0)
+#     ...  # render the rest of the page meanwhile
+#     bar = st.progress(0.0, text="Computing the curve (the first time only) ...")
+#     rows = job.result(lambda message, fraction: bar.progress(min(fraction, 1.0), text=message))
+#     bar.empty()
+#     event = st.plotly_chart(curve_charts.tradeoff_figure(rows, eps, metric="both"),
+#                             on_select="rerun", selection_mode="points", key="curve")
+#     # a clicked point: event.selection.points[0]["customdata"][0] is its eps
+#
+# (or ``state.call_with_progress(state.tradeoff_curve, ..., on_progress=...)`` to wait at once).
+# Keep the optimal LP ("lp") a separate call, started on request: it takes up to
+# len(epsilons) x (lp_time_limit_s + overhead) on one worker (about 3 minutes at 8 x 20 s) while
+# the other methods need about 30 s together at K = 200.
+# =============================================================================================
+
+#: Time limit of one point of LP+CA, LP+EM, LP+BD and PAnDA (their LPs) on the curve, seconds.
+TRADEOFF_POINT_LIMIT_S = 8.0
+#: Seconds one of those methods may spend on all its points (the rest are reported as skipped).
+TRADEOFF_METHOD_BUDGET_S = 20.0
+
+
+def _tradeoff_timeout_s(method: str, n_eps: int, lp_time_limit_s: float) -> float:
+    """The worker's hard stop for one method's curve: the library's own limits plus generous room."""
+    if method == "lp":
+        return n_eps * (float(lp_time_limit_s) + 15.0) + 60.0
+    return TRADEOFF_METHOD_BUDGET_S + TRADEOFF_POINT_LIMIT_S + 10.0 * n_eps + 60.0
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def tradeoff_method(
+    instance_key: tuple,
+    method: str,
+    epsilons: tuple,
+    panda_items: tuple,
+    seed: int,
+    lp_time_limit_s: float,
+    _progress: Callable[[str, float], None] | None = None,
+) -> list[dict]:
+    """One method's curve rows (panda.tradeoff.tradeoff_curve), in the worker process; raises WorkerError."""
+    inst = instance(*instance_key)
+    options = (("time_limit_s", TRADEOFF_POINT_LIMIT_S), ("method_budget_s", TRADEOFF_METHOD_BUDGET_S))
+    return panda_worker().run(
+        "tradeoff_curve",
+        inst,
+        (method,),
+        tuple(float(e) for e in epsilons),
+        tuple(panda_items),
+        seed,
+        float(lp_time_limit_s),
+        options,
+        timeout_s=_tradeoff_timeout_s(method, len(epsilons), lp_time_limit_s),
+        progress=_progress,
+    )
+
+
+def tradeoff_curve(
+    instance_key: tuple,
+    methods: tuple,
+    epsilons: tuple,
+    panda_items: tuple,
+    seed: int,
+    lp_time_limit_s: float,
+    _progress: Callable[[str, float], None] | None = None,
+) -> list[dict]:
+    """The privacy-utility curve of a view: panda.tradeoff.tradeoff_curve rows, methods in the given order.
+
+    Each method's rows come from :func:`tradeoff_method` (st.cache_data: computed once for all
+    sessions); uncached methods run in parallel worker jobs. ``panda_items`` (:func:`config_items`)
+    only matter to PAnDA, ``lp_time_limit_s`` only to "lp": both are left out of the other methods'
+    cache keys. A method whose worker job fails (time limit, memory, crash) gives rows with
+    ``outcome == "failed"`` and the reason, and is not cached (a rerun tries again). ``_progress``
+    gets ``(message, fraction of the whole curve)`` from several threads.
+    """
+    from panda.tradeoff import HARDER_AS_EPS_FALLS, status_rows
+
+    methods = tuple(methods)
+    eps = tuple(sorted({float(e) for e in epsilons}))
+    lock = threading.Lock()
+    fractions = dict.fromkeys(methods, 0.0)
+    results: dict[str, list[dict]] = {}
+
+    def relay(method: str) -> Callable[[str, float], None]:
+        def report(message: str, fraction: float) -> None:
+            with lock:
+                fractions[method] = float(fraction)
+                total = sum(fractions.values()) / max(len(fractions), 1)
+            if _progress is not None:
+                _progress(message, total)
+
+        return report
+
+    def work(method: str) -> None:
+        items = tuple(panda_items) if method.startswith("panda") else ()
+        limit = float(lp_time_limit_s) if method == "lp" else 0.0
+        try:
+            results[method] = tradeoff_method(
+                instance_key, method, eps, items, int(seed), limit, _progress=relay(method)
+            )
+        except Exception as exc:  # noqa: BLE001 (a worker failure is a row, never the page's exception)
+            results[method] = status_rows(method, eps, f"failed: {exc}")
+        relay(method)("done", 1.0)
+
+    # Slow methods first, so they take the free workers while the quick ones queue behind them.
+    order = sorted(set(methods), key=lambda m: (m != "lp", m not in HARDER_AS_EPS_FALLS, methods.index(m)))
+    ctx = get_script_run_ctx(suppress_warning=True)
+    threads = []
+    for method in order:
+        thread = threading.Thread(target=work, args=(method,), name=f"panda-tradeoff-{method}", daemon=True)
+        if ctx is not None:
+            add_script_run_ctx(thread, ctx)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    return [row for method in dict.fromkeys(methods) for row in results[method]]
+
+
+def start_tradeoff_curve(
+    instance_key: tuple, methods: tuple, epsilons: tuple, panda_items: tuple, seed: int, lp_time_limit_s: float
+) -> Job:
+    """Start :func:`tradeoff_curve` in a background Job whose ``result(on_progress)`` relays its progress."""
+    messages: queue.SimpleQueue = queue.SimpleQueue()
+    job = Job(
+        tradeoff_curve,
+        tuple(instance_key),
+        tuple(methods),
+        tuple(epsilons),
+        tuple(panda_items),
+        int(seed),
+        float(lp_time_limit_s),
+        _progress=lambda message, fraction: messages.put((message, fraction)),
+    )
+    job.messages = messages
+    return job

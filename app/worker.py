@@ -326,5 +326,32 @@ class WorkerPool:
                 worker.close()
 
 
+# ---------------------------------------------------------------------------------------------
+# Trade-off curve (panda.tradeoff): added for the lesson page's privacy-utility curve.
+# (Before the __main__ block: the worker process runs it, and _worker_main never returns.)
+# ---------------------------------------------------------------------------------------------
+
+
+def _job_tradeoff_curve(instance, methods, epsilons, panda_items, seed, lp_time_limit_s, options, progress):
+    """panda.tradeoff.tradeoff_curve on the worker; ``options``: its keyword settings as (name, value) pairs."""
+    import panda
+    from panda.tradeoff import tradeoff_curve
+
+    config = panda.PandaConfig(**dict(panda_items)) if panda_items else None
+    return tradeoff_curve(
+        instance,
+        tuple(methods),
+        tuple(epsilons),
+        panda_config=config,
+        seed=seed,
+        lp_time_limit_s=float(lp_time_limit_s),
+        progress=progress,
+        **dict(options),
+    )
+
+
+JOBS["tradeoff_curve"] = _job_tradeoff_curve
+
+
 if __name__ == "__main__":  # pragma: no cover (the worker process: python -m app.worker FD MEMORY_BYTES)
     _worker_main(Connection(int(sys.argv[1])), int(sys.argv[2]))

@@ -1,0 +1,415 @@
+"""The privacy-utility curve as a plotly figure (pure: no streamlit calls), from panda.tradeoff rows.
+
+:func:`tradeoff_figure` draws, against eps on a log axis, the expected loss (m) or the Bayes-optimal
+attacker's error (m), or both as two stacked panels sharing the eps axis (``metric="both"``):
+
+* one line with markers per mechanism (readable names: :data:`LABELS`), broken where a point has
+  no value (not solved, failed, skipped);
+* the marker says what the exact audit found: filled circle = passed, hollow circle = failed,
+  filled diamond = not audited (a sampled estimate, e.g. planar Laplace by sampling); a grey key
+  in the legend explains the three;
+* where the optimal LP did not solve in time, its certified lower bound (the last finished round
+  of row generation, as :func:`panda.mechanisms.build_lp` reports it) as hollow up-pointing
+  triangles labelled "LP ≥ B m" on a wide translucent band joining neighbouring bounds (loss panel
+  only); an unsolved point without a bound shows nothing and the figure says so in a note;
+* a dashed vertical line at the current eps;
+* every point's ``customdata[0]`` is its eps (1/km): a click handler (``st.plotly_chart(...,
+  on_select="rerun", selection_mode="points")``) reads ``point["customdata"][0]`` and sets eps.
+
+:func:`tradeoff_notes` returns the sentences a page shows under the figure (what did not finish,
+the LP's bounds, what the attacker's error leaves out for PAnDA).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+__all__ = ["LABELS", "COLORS", "METRICS", "tradeoff_figure", "tradeoff_notes"]
+
+#: Readable mechanism names (the same as panda.tradeoff.METHOD_LABELS).
+LABELS: dict[str, str] = {
+    "laplace": "Planar Laplace",
+    "em": "EM",
+    "em-br": "EM+BR",
+    "lp-ca": "LP+CA",
+    "lp-em": "LP+EM",
+    "lp-bd": "LP+BD",
+    "lp": "Optimal LP",
+    "panda-e": "PAnDA-e",
+    "panda-p": "PAnDA-p",
+    "panda-l": "PAnDA-l",
+}
+#: One colour per mechanism.
+COLORS: dict[str, str] = {
+    "laplace": "#8c564b",
+    "em": "#1f77b4",
+    "em-br": "#17becf",
+    "lp-ca": "#bcbd22",
+    "lp-em": "#9467bd",
+    "lp-bd": "#7f7f7f",
+    "lp": "#111111",
+    "panda-e": "#d62728",
+    "panda-p": "#ff7f0e",
+    "panda-l": "#e377c2",
+}
+#: metric -> (row key, axis title, word in hover text).
+METRICS: dict[str, tuple[str, str, str]] = {
+    "loss": ("loss_m", "expected loss (m)", "expected loss"),
+    "attacker": ("adversary_error_m", "attacker's error (m)", "attacker's error"),
+}
+_SYMBOL = {"passed": "circle", "failed": "circle-open", "not audited": "diamond"}
+_KEY_TEXT = {
+    "passed": "exact audit passed",
+    "failed": "exact audit failed",
+    "not audited": "not audited (sampled estimate)",
+}
+_GREY = "#6b6b6b"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fmt_m(value: float) -> str:
+    return f"{value / 1000:,.2f} km" if abs(value) >= 10_000 else f"{value:,.0f} m"
+
+
+def _audit_state(row: Mapping) -> str:
+    if not row.get("audited"):
+        return "not audited"
+    return "passed" if row.get("audit_passed") else "failed"
+
+
+def _audit_text(row: Mapping) -> str:
+    state = _audit_state(row)
+    if state == "not audited":
+        return str(row.get("audit_kind") or "not audited")
+    kind = "PmDP audit (Phase I counted)" if str(row.get("method", "")).startswith("panda") else "exact ε-mDP audit"
+    text = f"{kind}: {state}"
+    if str(row.get("method", "")).startswith("panda") and _finite(row.get("pmdp_user_rate_over_delta_upper")):
+        text += f" ({100 * row['pmdp_user_rate_over_delta_upper']:.0f} % of user pairs may exceed δ)"
+    elif _finite(row.get("epsilon_min_per_km")):
+        text += f" (smallest ε it meets: {row['epsilon_min_per_km']:.3g} /km)"
+    return text
+
+
+def _hover(row: Mapping, label: str, word: str, value: float, other: tuple[str, float] | None) -> str:
+    lines = [f"<b>{label}</b>", f"ε = {row['epsilon_per_km']:g} /km", f"{word}: {_fmt_m(value)}"]
+    if other is not None and _finite(other[1]):
+        lines.append(f"{other[0]}: {_fmt_m(other[1])}")
+    lines.append(_audit_text(row))
+    if _finite(row.get("build_time_s")):
+        lines.append(f"built in {row['build_time_s']:.2f} s")
+    if str(row.get("method", "")).startswith("panda") and word == "attacker's error":
+        lines.append("the attacker sees the report only, not the uploaded anchors")
+    lines.append("click to set ε")
+    return "<br>".join(lines)
+
+
+def _by_method(rows: Sequence[Mapping]) -> dict[str, list[Mapping]]:
+    out: dict[str, list[Mapping]] = {}
+    for row in rows:
+        out.setdefault(str(row["method"]), []).append(row)
+    for method in out:
+        out[method].sort(key=lambda r: float(r["epsilon_per_km"]))
+    return out
+
+
+def _add_metric(
+    fig: go.Figure,
+    groups: dict[str, list[Mapping]],
+    metric: str,
+    labels: Mapping[str, str],
+    *,
+    row: int | None,
+    show_legend: bool,
+) -> None:
+    key, _, word = METRICS[metric]
+    other_metric = "attacker" if metric == "loss" else "loss"
+    other_key, _, other_word = METRICS[other_metric]
+    where = {"row": row, "col": 1} if row is not None else {}
+    for method, pts in groups.items():
+        label = labels.get(method, LABELS.get(method, method))
+        color = COLORS.get(method, _GREY)
+        xs, ys, symbols, hover, custom = [], [], [], [], []
+        for r in pts:
+            value = r.get(key)
+            xs.append(float(r["epsilon_per_km"]))
+            custom.append([float(r["epsilon_per_km"]), method])
+            if r.get("outcome", "solved") == "solved" and _finite(value):
+                ys.append(float(value))
+                symbols.append(_SYMBOL[_audit_state(r)])
+                hover.append(_hover(r, label, word, float(value), (other_word, r.get(other_key, float("nan")))))
+            else:
+                ys.append(None)
+                symbols.append("circle")
+                hover.append("")
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines+markers",
+                name=label,
+                legendgroup=method,
+                showlegend=show_legend,
+                connectgaps=False,
+                line={"color": color, "width": 2},
+                marker={"symbol": symbols, "size": 10, "color": color, "line": {"color": color, "width": 2}},
+                customdata=custom,
+                hovertext=hover,
+                hovertemplate="%{hovertext}<extra></extra>",
+                meta={"method": method, "metric": metric},
+            ),
+            **where,
+        )
+        if method == "lp" and metric == "loss":
+            _add_lp_bound(fig, pts, label, color, where, show_legend)
+
+
+def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, where: dict, show_legend: bool) -> None:
+    """The optimal LP's certified lower bounds where it did not solve: a band with labelled triangles."""
+    xs, ys, text, hover, custom = [], [], [], [], []
+    for r in pts:
+        bound = r.get("lower_bound_m")
+        if r.get("outcome") == "solved" or not _finite(bound):
+            xs.append(float(r["epsilon_per_km"]))
+            ys.append(None)
+            text.append("")
+            hover.append("")
+            custom.append([float(r["epsilon_per_km"]), "lp-bound"])
+            continue
+        limit = r.get("time_s", float("nan"))
+        slack = r.get("floor_slack_m", float("nan"))
+        xs.append(float(r["epsilon_per_km"]))
+        ys.append(float(bound))
+        text.append(f"LP ≥ {_fmt_m(float(bound))}")
+        lines = [
+            f"<b>{label}</b>: not solved in {limit:.0f} s" if _finite(limit) else f"<b>{label}</b>: not solved",
+            f"ε = {r['epsilon_per_km']:g} /km",
+            f"no mechanism can do better than {_fmt_m(float(bound))}",
+            "(the last finished round of the LP's row generation)",
+        ]
+        if _finite(slack):
+            lines.append(f"strictly: ≥ {_fmt_m(float(bound) - float(slack))} without the LP's 1e-6 floor")
+        lines.append("click to set ε")
+        hover.append("<br>".join(lines))
+        custom.append([float(r["epsilon_per_km"]), "lp-bound"])
+    if not any(y is not None for y in ys):
+        return
+    # A wide translucent band joining neighbouring bounds (the optimum lies on or above it) ...
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            name=f"{label}: lower bound band",
+            legendgroup="lp",
+            showlegend=False,
+            connectgaps=False,
+            line={"color": "rgba(17, 17, 17, 0.18)", "width": 14},
+            hoverinfo="skip",
+            meta={"method": "lp", "metric": "loss", "kind": "lower bound band"},
+        ),
+        **where,
+    )
+    # ... and opaque up-pointing triangles, labelled, that carry the hover text and eps.
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers+text",
+            name=f"{label} not solved: ▲ lower bound",
+            legendgroup="lp",
+            showlegend=show_legend,
+            marker={"symbol": "triangle-up", "size": 13, "color": "white", "line": {"color": color, "width": 2}},
+            text=text,
+            textposition="bottom center",
+            textfont={"size": 11, "color": color},
+            customdata=custom,
+            hovertext=hover,
+            hovertemplate="%{hovertext}<extra></extra>",
+            meta={"method": "lp", "metric": "loss", "kind": "lower bound"},
+        ),
+        **where,
+    )
+
+
+def _add_key(fig: go.Figure, states: set[str], where: dict) -> None:
+    """Grey legend entries explaining the three marker looks (only those present)."""
+    for state in ("passed", "failed", "not audited"):
+        if state not in states:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=_KEY_TEXT[state],
+                legendgroup="key",
+                showlegend=True,
+                marker={"symbol": _SYMBOL[state], "size": 10, "color": _GREY, "line": {"color": _GREY, "width": 2}},
+                hoverinfo="skip",
+                meta={"kind": "key"},
+            ),
+            **where,
+        )
+
+
+def _missing_lp_note(rows: Sequence[Mapping]) -> str:
+    missing = [
+        r
+        for r in rows
+        if r.get("method") == "lp" and r.get("outcome") != "solved" and not _finite(r.get("lower_bound_m"))
+    ]
+    if not missing:
+        return ""
+    eps = ", ".join(f"{float(r['epsilon_per_km']):g}" for r in sorted(missing, key=lambda r: r["epsilon_per_km"]))
+    return f"Optimal LP at ε = {eps} /km: not solved and no bound yet (no round finished in time)."
+
+
+def tradeoff_figure(
+    rows: Sequence[Mapping],
+    current_eps: float | None,
+    *,
+    metric: str = "loss",
+    height: int = 380,
+    labels: Mapping[str, str] | None = None,
+    log_y: bool = False,
+) -> go.Figure:
+    """The privacy-utility curve of :func:`panda.tradeoff.tradeoff_curve` rows.
+
+    Parameters
+    ----------
+    rows
+        Rows of :func:`panda.tradeoff.tradeoff_curve` (dicts with ``method``, ``epsilon_per_km``,
+        ``outcome``, ``loss_m``, ``adversary_error_m``, ``audited``, ``audit_passed``,
+        ``lower_bound_m``, ...).
+    current_eps
+        The view's eps (1/km): a dashed vertical line; ``None`` draws none.
+    metric
+        ``"loss"`` (expected loss, m), ``"attacker"`` (the Bayes-optimal attacker's error, m) or
+        ``"both"`` (loss on top, attacker below, one shared log eps axis; the figure is then
+        ``height`` tall in all, two panels).
+    height
+        Figure height, pixels.
+    labels
+        Mechanism names overriding :data:`LABELS` (e.g. the lesson's short labels).
+    log_y
+        Logarithmic y axes (losses from ~20 m to ~2 km on one chart).
+
+    Returns
+    -------
+    go.Figure
+        One line trace per mechanism and panel (``trace.meta["method"]``), plus the LP's lower bound
+        trace where needed (``meta["kind"] == "lower bound"``) and the legend key traces
+        (``meta["kind"] == "key"``); every point's ``customdata[0]`` is its eps.
+    """
+    if metric not in ("loss", "attacker", "both"):
+        msg = f"The 'metric' parameter of tradeoff_figure must be 'loss', 'attacker' or 'both'. Got {metric!r} instead."
+        raise ValueError(msg)
+    labels = dict(labels or {})
+    groups = _by_method(rows)
+    panels = ["loss", "attacker"] if metric == "both" else [metric]
+    if metric == "both":
+        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    else:
+        fig = go.Figure()
+    for i, m in enumerate(panels):
+        _add_metric(fig, groups, m, labels, row=(i + 1) if metric == "both" else None, show_legend=i == 0)
+    states = {
+        _audit_state(r) for r in rows if r.get("outcome", "solved") == "solved" and _finite(r.get(METRICS["loss"][0]))
+    }
+    _add_key(fig, states, {"row": 1, "col": 1} if metric == "both" else {})
+    eps_values = sorted({float(r["epsilon_per_km"]) for r in rows})
+    axis = {
+        "type": "log",
+        "tickvals": eps_values,
+        "ticktext": [f"{e:g}" for e in eps_values],
+        "showgrid": True,
+    }
+    for i, m in enumerate(panels):
+        kwargs = {"row": i + 1, "col": 1} if metric == "both" else {}
+        fig.update_yaxes(title_text=METRICS[m][1], type="log" if log_y else "linear", rangemode="tozero", **kwargs)
+        last = i == len(panels) - 1
+        fig.update_xaxes(axis, title_text="ε (1/km)" if last else None, **kwargs)
+    if current_eps is not None and _finite(float(current_eps)) and float(current_eps) > 0:
+        fig.add_vline(
+            x=float(current_eps),
+            line_dash="dash",
+            line_color="#444",
+            line_width=1.5,
+            label={
+                "text": f"ε = {float(current_eps):g}",
+                "textposition": "end",
+                "textangle": 0,
+                "xanchor": "left",
+                "font": {"size": 11},
+            },
+            **({"row": "all", "col": 1} if metric == "both" else {}),
+        )
+    note = _missing_lp_note(rows)
+    if note:
+        fig.add_annotation(
+            text=note,
+            xref="paper",
+            yref="paper",
+            x=0.0,
+            y=-0.2 if metric != "both" else -0.1,
+            showarrow=False,
+            xanchor="left",
+            font={"size": 11, "color": _GREY},
+        )
+    fig.update_layout(
+        height=height,
+        margin={"l": 10, "r": 10, "t": 30, "b": 60 if note else 10},
+        legend={"font": {"size": 11}, "groupclick": "toggleitem"},
+        hovermode="closest",
+        clickmode="event+select",
+    )
+    return fig
+
+
+def tradeoff_notes(rows: Sequence[Mapping], labels: Mapping[str, str] | None = None) -> list[str]:
+    """Plain sentences for under the figure: what did not finish, the LP's bounds, the caveats."""
+    labels = dict(labels or {})
+    notes: list[str] = []
+    for method, pts in _by_method(rows).items():
+        label = labels.get(method, LABELS.get(method, method))
+        by_outcome: dict[str, list[str]] = {}
+        for r in pts:
+            outcome = str(r.get("outcome", ""))
+            if outcome != "solved":
+                by_outcome.setdefault(outcome, []).append(f"{float(r['epsilon_per_km']):g}")
+        words = {
+            "time limit": "hit its time limit",
+            "failed": "failed",
+            "skipped": "not attempted (time budget, or a larger ε already hit the limit)",
+        }
+        parts = [f"{words.get(k, k)} at ε = {', '.join(v)}" for k, v in by_outcome.items()]
+        if parts:
+            notes.append(f"{label}: " + "; ".join(parts) + ".")
+        if method == "lp":
+            bounds = [r for r in pts if r.get("outcome") != "solved" and _finite(r.get("lower_bound_m"))]
+            if bounds:
+                text = ", ".join(
+                    f"{_fmt_m(float(r['lower_bound_m']))} at ε = {float(r['epsilon_per_km']):g}" for r in bounds
+                )
+                notes.append(
+                    f"{label} not solved within its time limit where marked ▲: no mechanism can do better than {text} "
+                    "(the last finished round of its row generation)."
+                )
+            missing = _missing_lp_note(pts)
+            if missing:
+                notes.append(missing)
+        if method.startswith("panda") and any(r.get("outcome") == "solved" for r in pts):
+            notes.append(
+                f"{label}: its audit is the exact PmDP audit (Phase I's privacy cost counted); its attacker's error "
+                "assumes the attacker sees the report only, not the uploaded anchor set, so it overstates privacy."
+            )
+        if any(r.get("outcome") == "solved" and not r.get("audited") for r in pts):
+            notes.append(f"{label}: not audited (a sampled estimate of the matrix: the audit would test the sampling).")
+    return notes

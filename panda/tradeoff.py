@@ -1,0 +1,405 @@
+"""The privacy-utility curve: every mechanism on one instance over a grid of budgets, audited.
+
+:func:`tradeoff_curve` builds each method at each eps of a log grid (:data:`DEFAULT_EPSILONS`) on
+the same instance and measures, per point (one dict per (method, eps), keys :data:`CURVE_COLUMNS`):
+
+``loss_m``
+    Expected utility loss under the instance's prior, metres:
+    ``sum_x p_x sum_y cost[x, y] P[x, y]`` (:func:`panda.mechanisms.expected_loss_m`). For PAnDA
+    ``P`` is its record-level *surrogate mixture* (:mod:`panda.mechanisms.panda_mech`): every record
+    draws anchors, reports with the row of its nearest drawn anchor of the server's union ``A``
+    (conditioned on drawing one), so the loss is over all records under the prior, like every other
+    row, for the union ``A`` this seed's users produced. ``users_loss_m`` is the loss at the users'
+    true records instead (for PAnDA: with their realised surrogates, ``PandaResult.loss_expected_m``).
+``adversary_error_m``
+    The Bayes-optimal attacker's expected error, metres (:func:`panda.audit.adversary_error_m` with
+    the instance's privacy metric, ``d_km * 1000``): it knows the prior and the matrix and guesses
+    among the records. For PAnDA the attacker sees the output only, not the uploaded anchor set,
+    so Phase I's leak is not in this number: it overstates PAnDA's privacy (more information can
+    only lower the Bayes error). The audit below does count Phase I.
+``audited``, ``audit_passed``, ``epsilon_min_per_km``, ``audit_kind``, ``audit_scope``
+    Baselines: the exact eps-mDP audit of the matrix (:func:`panda.audit.audit_mechanism`), every
+    record pair when ``K (K - 1) / 2 <= audit_sample_pairs``, else the users' pairs plus that many
+    random pairs (``audit_scope`` says which). A matrix that is a sampled estimate
+    (``details["estimated"]``: planar Laplace by sampling) is *not* audited: ``audited`` is False and
+    ``audit_passed`` None (its zeros are sampling artefacts; the mechanism is eps-geo-indistinguishable
+    by construction). PAnDA: the exact (eps, delta)-PmDP audit over the anchor draws with Phase I's
+    exact cost counted (:func:`panda.audit_panda`, the users' pairs, as :func:`panda.compare.compare`
+    does); it passes when no user pair's violation probability can exceed delta, counting draws
+    without a row in ``z`` as violations (``pmdp_user_rate_over_delta`` and ``..._upper`` give the
+    two ends). PAnDA's ``epsilon_min_per_km`` is ``nan``: PmDP has no single effective budget.
+``lower_bound_m``
+    For the optimal LP (``"lp"``) when it did not finish: the optimum of the last finished round of
+    row generation, which :func:`panda.mechanisms.build_lp` reports (a relaxation of the floored LP,
+    so its optimum bounds that LP's from below). ``nan`` when solved or when no round finished.
+    Strictly, an eps-mDP mechanism over these outputs without the floor can be lower by at most
+    ``floor_slack_m`` (``eta * M * max cost``, the LP's ``cost_bound_m``).
+``status``, ``outcome``
+    The builder's status, or why the point has none: ``outcome`` is ``"solved"``, ``"time limit"``,
+    ``"failed"`` (an exception or a solver failure: the row carries it, nothing is raised) or
+    ``"skipped"`` (not attempted: the method's time budget is spent, or a larger eps already hit the
+    time limit for an LP baseline whose solves get harder as eps falls).
+
+Time is bounded per point and per method: the optimal LP gets ``lp_time_limit_s`` per point (it is
+usually run as a curve of its own), every other method with an LP (LP+CA, LP+EM, LP+BD, PAnDA's AnPO
+LP) ``time_limit_s`` per point and ``method_budget_s`` in all. :data:`HARDER_AS_EPS_FALLS` methods
+are computed from the largest eps down (their LPs are fastest there) and a time-limit stop skips the
+smaller eps; the others from both ends of the grid inwards. Measured at K = 200 on Neubrandenburg
+(``bench/bench_tradeoff.py``, ``docs/benchmarks.md``): LP+CA's solve grows from under a second at
+eps >= 10 to over 20 s at eps <= 1, LP+EM's from 7 s at eps = 10 to over 20 s at eps <= 5 (and
+HiGHS calls it infeasible at eps >= 20); PAnDA with a tiny gamma (``preset("recommended")``) needs
+more than 8 s at eps 3.5-10; the optimal LP solves only at eps >= 20 within 20 s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from panda.audit import adversary_error_m, audit_mechanism
+from panda.config import PandaConfig
+from panda.instance import Instance
+from panda.mechanisms import BASELINES
+from panda.mechanisms.base import MechanismResult
+
+__all__ = [
+    "CURVE_COLUMNS",
+    "DEFAULT_EPSILONS",
+    "DEFAULT_METHODS",
+    "HARDER_AS_EPS_FALLS",
+    "METHOD_LABELS",
+    "curve_methods",
+    "status_rows",
+    "tradeoff_curve",
+]
+
+#: The default budget grid, 1/km: 8 points, roughly log-spaced (ratios 1.4-2.5) from 0.5/km (a
+#: kilometre buys a factor e^0.5 = 1.6: almost no utility) to 50/km (100 m buys e^5: almost none of
+#: privacy), with the paper's default 5/km on the grid.
+DEFAULT_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 3.5, 5.0, 10.0, 20.0, 50.0)
+
+#: Readable names (charts, tables).
+METHOD_LABELS: dict[str, str] = {
+    "laplace": "Planar Laplace",
+    "em": "EM",
+    "em-br": "EM+BR",
+    "lp-ca": "LP+CA",
+    "lp-em": "LP+EM",
+    "lp-bd": "LP+BD",
+    "lp": "Optimal LP",
+    "panda-e": "PAnDA-e",
+    "panda-p": "PAnDA-p",
+    "panda-l": "PAnDA-l",
+}
+
+#: The curve's default methods (the optimal LP is usually computed as a curve of its own).
+DEFAULT_METHODS: tuple[str, ...] = ("laplace", "em", "em-br", "lp-ca", "lp-em", "panda-e")
+
+#: LP baselines whose solve time grows as eps falls (measured, bench/bench_tradeoff.py): once a
+#: point hits the time limit, the smaller eps are skipped. Not the optimal LP (a smaller eps can
+#: still give a lower bound) nor PAnDA (with tiny gamma its AnPO LP is slowest at middle eps).
+HARDER_AS_EPS_FALLS = frozenset({"lp-ca", "lp-em", "lp-bd"})
+
+_PANDA_DECAYS = {"panda-e": "exponential", "panda-p": "power", "panda-l": "logistic"}
+
+#: Keys of every row :func:`tradeoff_curve` returns (units in the names).
+CURVE_COLUMNS: tuple[str, ...] = (
+    "method",
+    "label",
+    "epsilon_per_km",
+    "status",
+    "outcome",
+    "loss_m",
+    "adversary_error_m",
+    "users_loss_m",
+    "audited",
+    "audit_passed",
+    "audit_kind",
+    "audit_scope",
+    "epsilon_min_per_km",
+    "violation_rate",
+    "pmdp_user_rate_over_delta",
+    "pmdp_user_rate_over_delta_upper",
+    "lower_bound_m",
+    "floor_slack_m",
+    "build_time_s",
+    "time_s",
+)
+
+
+def curve_methods() -> tuple[str, ...]:
+    """Every method name :func:`tradeoff_curve` accepts (the baselines, then PAnDA's three decays)."""
+    return tuple(BASELINES) + tuple(_PANDA_DECAYS)
+
+
+def _outcome(status: str) -> str:
+    if status == "solved":
+        return "solved"
+    if status.startswith("skipped"):
+        return "skipped"
+    if "time limit" in status.lower():
+        return "time limit"
+    return "failed"
+
+
+def _empty_row(method: str, eps: float) -> dict:
+    nan = float("nan")
+    return {
+        "method": method,
+        "label": METHOD_LABELS.get(method, method),
+        "epsilon_per_km": float(eps),
+        "status": "",
+        "outcome": "",
+        "loss_m": nan,
+        "adversary_error_m": nan,
+        "users_loss_m": nan,
+        "audited": False,
+        "audit_passed": None,
+        "audit_kind": "",
+        "audit_scope": "",
+        "epsilon_min_per_km": nan,
+        "violation_rate": nan,
+        "pmdp_user_rate_over_delta": nan,
+        "pmdp_user_rate_over_delta_upper": nan,
+        "lower_bound_m": nan,
+        "floor_slack_m": nan,
+        "build_time_s": 0.0,
+        "time_s": 0.0,
+    }
+
+
+def status_rows(method: str, epsilons_per_km: Sequence[float], status: str) -> list[dict]:
+    """Rows without a measurement (e.g. the dashboard's worker job for ``method`` failed), one per eps."""
+    rows = []
+    for eps in sorted({float(e) for e in epsilons_per_km}):
+        row = _empty_row(method, eps)
+        row["status"] = str(status)
+        row["outcome"] = _outcome(row["status"])
+        rows.append(row)
+    return rows
+
+
+def _build(
+    method: str, instance: Instance, eps: float, config: PandaConfig, seed: int | None, time_limit_s: float
+) -> MechanismResult:
+    from panda.compare import _build as compare_build  # the same construction as compare()
+
+    return compare_build(method, instance, config.replace(epsilon_per_km=float(eps)), seed, float(time_limit_s))
+
+
+def _measure(row: dict, method: str, instance: Instance, mech: MechanismResult, audit_sample_pairs: int, seed) -> None:
+    """Fill the utility, attacker and audit columns of ``row`` from a built mechanism."""
+    eps = mech.epsilon_per_km
+    p = mech.matrix
+    if p is None:
+        return
+    row["loss_m"] = float(mech.loss_m)
+    row["adversary_error_m"] = float(adversary_error_m(p, instance.prior, instance.d_km * 1000.0))
+    users = instance.users
+    row["users_loss_m"] = float((instance.cost_m[users] * p[users]).sum(axis=1).mean())
+    if method in _PANDA_DECAYS:
+        from panda.pmdp import audit_panda
+
+        res = mech.details["panda"]
+        row["users_loss_m"] = float(res.loss_expected_m)
+        aud = audit_panda(res, instance, n_record_pairs=0)
+        lo, hi = float(aud.user_rate_over_delta), float(aud.user_rate_over_delta_upper)
+        row.update(
+            audited=True,
+            audit_passed=bool(hi == 0.0) if np.isfinite(hi) else None,
+            audit_kind=f"exact (eps, delta)-PmDP over anchor draws, Phase I counted (delta = {res.config.delta:g})",
+            audit_scope=f"{aud.user_pairs.shape[0]:,} user pairs",
+            pmdp_user_rate_over_delta=lo,
+            pmdp_user_rate_over_delta_upper=hi,
+            violation_rate=lo,
+        )
+        return
+    if mech.details.get("estimated"):
+        row["audit_kind"] = "not audited: sampled estimate (eps-geo-indistinguishable by construction)"
+        return
+    k = instance.n_records
+    if k * (k - 1) // 2 <= audit_sample_pairs:
+        aud = audit_mechanism(p, instance.d_km, eps)
+    else:
+        ui, uj = np.triu_indices(instance.n_users, k=1)
+        pairs = (users[ui], users[uj])
+        aud = audit_mechanism(p, instance.d_km, eps, pairs=pairs, sample_pairs=audit_sample_pairs, rng=seed)
+    row.update(
+        audited=True,
+        audit_passed=bool(aud.passed),
+        audit_kind="exact eps-mDP audit of the matrix",
+        audit_scope=str(aud.scope),
+        epsilon_min_per_km=float(aud.epsilon_min_per_km),
+        violation_rate=float(aud.violation_rate),
+    )
+
+
+def _point(
+    method: str,
+    instance: Instance,
+    eps: float,
+    config: PandaConfig,
+    seed: int | None,
+    time_limit_s: float,
+    audit_sample_pairs: int,
+) -> dict:
+    row = _empty_row(method, eps)
+    t0 = time.perf_counter()
+    try:
+        mech = _build(method, instance, eps, config, seed, time_limit_s)
+    except Exception as exc:  # a failing mechanism is a row, never an exception out of the curve
+        row["status"] = f"failed: {type(exc).__name__}: {exc}"
+        row["build_time_s"] = row["time_s"] = time.perf_counter() - t0
+        row["outcome"] = "failed"
+        return row
+    row["status"] = str(mech.status)
+    row["build_time_s"] = float(mech.build_time_s)
+    if method == "lp":
+        row["floor_slack_m"] = float(mech.details.get("cost_bound_m", float("nan")))
+        if mech.matrix is None:
+            bound = mech.details.get("row_generation", {}).get("lower_bound", float("nan"))
+            row["lower_bound_m"] = float(bound) if bound is not None else float("nan")
+    try:
+        _measure(row, method, instance, mech, audit_sample_pairs, seed)
+    except Exception as exc:  # the mechanism stands; say that its measurement failed
+        row["audited"], row["audit_passed"] = False, None
+        row["audit_kind"] = f"measurement failed: {type(exc).__name__}: {exc}"
+    row["outcome"] = _outcome(row["status"])
+    row["time_s"] = time.perf_counter() - t0
+    return row
+
+
+def _order(method: str, eps_grid: tuple[float, ...]) -> list[float]:
+    """Return the order a method's points are computed in (it matters once its time budget is spent).
+
+    :data:`HARDER_AS_EPS_FALLS`: from the largest eps down. The others from the ends inwards
+    (50, 0.5, 20, 1, ...): PAnDA with a tiny gamma solves fast at both ends and slowly in the middle.
+    """
+    down = sorted(eps_grid, reverse=True)
+    if method in HARDER_AS_EPS_FALLS:
+        return down
+    out: list[float] = []
+    lo, hi = 0, len(down) - 1
+    while lo <= hi:
+        out.append(down[lo])
+        if hi != lo:
+            out.append(down[hi])
+        lo, hi = lo + 1, hi - 1
+    return out
+
+
+def _check(methods: Sequence[str], epsilons: Sequence[float]) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    known = curve_methods()
+    methods = tuple(methods)
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        msg = f"The 'methods' parameter of tradeoff_curve must hold names from {known}. Got {unknown} instead."
+        raise ValueError(msg)
+    eps = []
+    for e in epsilons:
+        if (
+            isinstance(e, bool)
+            or not isinstance(e, (int, float, np.integer, np.floating))
+            or not (np.isfinite(e) and e > 0)
+        ):
+            msg = f"The 'epsilons_per_km' parameter of tradeoff_curve must hold floats > 0. Got {e!r} instead."
+            raise ValueError(msg)
+        eps.append(float(e))
+    return methods, tuple(sorted(set(eps)))
+
+
+def tradeoff_curve(
+    instance: Instance,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    epsilons_per_km: Sequence[float] = DEFAULT_EPSILONS,
+    *,
+    panda_config: PandaConfig | None = None,
+    seed: int | None = 0,
+    lp_time_limit_s: float = 20.0,
+    time_limit_s: float = 8.0,
+    method_budget_s: float = 20.0,
+    audit_sample_pairs: int = 20_000,
+    progress: Callable[[str, float], None] | None = None,
+) -> list[dict]:
+    """Build every method at every eps on one instance and measure loss, attacker error and audit.
+
+    Parameters
+    ----------
+    instance
+        The shared instance (same records, outputs, prior, users for every point).
+    methods
+        Names from :func:`curve_methods` (``"em"``, ``"lp"``, ``"panda-e"``, ...).
+    epsilons_per_km
+        The budgets, 1/km (sorted, duplicates dropped).
+    panda_config
+        PAnDA's settings (its ``epsilon_per_km`` and ``decay`` are set per point); default
+        ``PandaConfig()``, the paper's preset.
+    seed
+        Seed of the randomised methods (PAnDA's anchor draws, LP+BD's clustering, sampled Laplace)
+        and of the audit's pair sample.
+    lp_time_limit_s
+        HiGHS time limit of each optimal-LP (``"lp"``) point, seconds; an unsolved point reports
+        its certified lower bound when a round of row generation finished.
+    time_limit_s
+        Time limit of each point of the other methods with an LP (LP+CA, LP+EM, LP+BD, PAnDA).
+    method_budget_s
+        Seconds one method (other than ``"lp"``) may spend over all its points; the remaining
+        points are skipped (``outcome == "skipped"``). The curve's time is thus at most about
+        ``len(methods) * method_budget_s`` plus the LP's ``len(eps) * lp_time_limit_s`` (and the
+        audits, well under a second per point at K = 200).
+    audit_sample_pairs
+        Every record pair is audited when there are at most this many; else the users' pairs plus
+        this many random pairs.
+    progress
+        ``progress(message, fraction)``, called before each point and once at the end.
+
+    Returns
+    -------
+    list of dict
+        One row per (method, eps), in the order of ``methods`` and increasing eps, with the keys of
+        :data:`CURVE_COLUMNS` (see the module docstring for what each means).
+    """
+    methods, eps_grid = _check(methods, epsilons_per_km)
+    config = panda_config if panda_config is not None else PandaConfig()
+    if not isinstance(config, PandaConfig):
+        msg = f"The 'panda_config' parameter of tradeoff_curve must be a PandaConfig or None. Got {config!r} instead."
+        raise TypeError(msg)
+    report = progress or (lambda message, fraction: None)
+    n_total = max(len(methods) * len(eps_grid), 1)
+    done = 0
+    rows: list[dict] = []
+    for method in methods:
+        label = METHOD_LABELS.get(method, method)
+        spent = 0.0
+        stopped_at: float | None = None
+        by_eps: dict[float, dict] = {}
+        for eps in _order(method, eps_grid):
+            report(f"{label}: ε = {eps:g} /km", done / n_total)
+            done += 1
+            if method == "lp":
+                limit = float(lp_time_limit_s)
+            else:
+                limit = min(float(time_limit_s), float(method_budget_s) - spent)
+            if stopped_at is not None:
+                row = _empty_row(method, eps)
+                row["status"] = (
+                    f"skipped: not attempted (ε = {stopped_at:g} /km already hit the {time_limit_s:g} s "
+                    f"time limit; {label} only gets slower as ε falls)"
+                )
+            elif limit <= 0:
+                row = _empty_row(method, eps)
+                row["status"] = f"skipped: not attempted ({label}'s time budget of {method_budget_s:g} s is spent)"
+            else:
+                row = _point(method, instance, eps, config, seed, limit, audit_sample_pairs)
+                spent += row["time_s"]
+                if method != "lp" and limit < float(time_limit_s) and _outcome(row["status"]) == "time limit":
+                    row["status"] += f" (the last {limit:.1f} s of {label}'s {method_budget_s:g} s budget)"
+                if method in HARDER_AS_EPS_FALLS and row["outcome"] == "time limit":
+                    stopped_at = eps
+            row["outcome"] = _outcome(row["status"])
+            by_eps[eps] = row
+        rows.extend(by_eps[e] for e in eps_grid)
+    report("done", 1.0)
+    return rows

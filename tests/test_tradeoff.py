@@ -1,0 +1,213 @@
+"""The privacy-utility curve (panda.tradeoff), its figure (app.curve_charts) and its dashboard job, on Kotka."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import panda
+from panda import tradeoff
+from panda.mechanisms.base import MechanismResult
+from panda.tradeoff import CURVE_COLUMNS, tradeoff_curve
+
+EPS = (1.0, 5.0, 20.0, 50.0)
+METHODS = ("em", "em-br", "lp", "panda-e")
+OUTCOMES = {"solved", "time limit", "failed", "skipped"}
+
+
+@pytest.fixture(scope="module")
+def tiny(kotka):
+    """60 records, 15 outputs on Kotka (~2 km across): every LP here solves in seconds."""
+    return panda.make_instance(kotka, n_records=60, n_outputs=15, n_users=8, seed=0)
+
+
+@pytest.fixture(scope="module")
+def curve(tiny):
+    calls = []
+    rows = tradeoff_curve(
+        tiny, METHODS, EPS, lp_time_limit_s=15.0, progress=lambda message, fraction: calls.append((message, fraction))
+    )
+    return rows, calls
+
+
+def _series(rows, method, key="loss_m"):
+    pts = [r for r in rows if r["method"] == method and r["outcome"] == "solved"]
+    return [r["epsilon_per_km"] for r in pts], np.array([r[key] for r in pts])
+
+
+def test_rows_are_complete_and_honest(curve):
+    rows, calls = curve
+    assert [(r["method"], r["epsilon_per_km"]) for r in rows] == [(m, e) for m in METHODS for e in EPS]
+    for r in rows:
+        assert set(CURVE_COLUMNS) <= set(r), set(CURVE_COLUMNS) - set(r)
+        assert r["outcome"] in OUTCOMES
+        if r["outcome"] == "solved":
+            assert math.isfinite(r["loss_m"]) and math.isfinite(r["adversary_error_m"]) and r["audited"]
+            assert r["audit_passed"] in (True, False)
+        else:
+            assert math.isnan(r["loss_m"]) and not r["audited"] and r["audit_passed"] is None
+    # progress between points, fractions in [0, 1], the last one 1
+    assert len(calls) == len(rows) + 1 and calls[-1] == ("done", 1.0)
+    assert all(0.0 <= f <= 1.0 for _, f in calls)
+
+
+def test_loss_and_attacker_error_fall_with_eps(curve):
+    rows, _ = curve
+    for method in ("em", "lp"):
+        eps, loss = _series(rows, method)
+        assert len(eps) >= 3, f"{method}: too few solved points"
+        assert np.all(np.diff(loss) <= 1e-6 * loss[:-1] + 1e-9), (method, loss)
+    eps, err = _series(rows, "em", "adversary_error_m")
+    assert len(eps) == len(EPS) and np.all(np.diff(err) < 0), err
+
+
+def test_em_passes_the_exact_audit_everywhere_and_lp_is_best(curve):
+    rows, _ = curve
+    em = [r for r in rows if r["method"] == "em"]
+    assert all(r["audited"] and r["audit_passed"] for r in em)
+    assert all(r["epsilon_min_per_km"] <= r["epsilon_per_km"] * (1 + 1e-9) for r in em)
+    assert all(r["audit_scope"].startswith("all ") for r in em)
+    # The optimal LP (or its certified lower bound) is below every audited eps-mDP mechanism.
+    for eps in EPS:
+        lp = next(r for r in rows if r["method"] == "lp" and r["epsilon_per_km"] == eps)
+        floor = lp["loss_m"] if lp["outcome"] == "solved" else lp["lower_bound_m"]
+        if not math.isfinite(floor):
+            continue
+        for r in rows:
+            if r["epsilon_per_km"] == eps and r["method"] in ("em", "em-br") and r["audit_passed"]:
+                assert floor - lp["floor_slack_m"] <= r["loss_m"] * (1 + 1e-9), (eps, r["method"])
+
+
+def test_panda_rows_count_phase_one(curve, tiny):
+    rows, _ = curve
+    pts = [r for r in rows if r["method"] == "panda-e"]
+    assert len(pts) == len(EPS) and all(r["label"] == "PAnDA-e" for r in pts)
+    for r in pts:
+        if r["outcome"] == "solved":
+            assert "PmDP" in r["audit_kind"] and "Phase I" in r["audit_kind"]
+            assert math.isnan(r["epsilon_min_per_km"])
+            assert 0.0 <= r["pmdp_user_rate_over_delta"] <= r["pmdp_user_rate_over_delta_upper"] <= 1.0
+            assert r["audit_passed"] == (r["pmdp_user_rate_over_delta_upper"] == 0.0)
+            assert math.isfinite(r["users_loss_m"])
+
+
+def test_an_impossible_time_limit_is_a_row(tiny):
+    (row,) = tradeoff_curve(tiny, ("lp",), (2.0,), lp_time_limit_s=1e-3)
+    assert row["outcome"] in ("time limit", "failed") and row["status"].startswith(("unsolved", "failed"))
+    assert not row["audited"] and math.isnan(row["loss_m"])
+    bound = row["lower_bound_m"]
+    assert math.isnan(bound) or bound > 0
+
+
+def test_failures_skips_and_estimates_never_raise(tiny, monkeypatch):
+    real = tradeoff._build
+    k, m = tiny.n_records, tiny.n_outputs
+
+    def fake(method, instance, eps, config, seed, time_limit_s):
+        if method == "em":
+            raise RuntimeError("boom")
+        if method == "lp-ca":  # the largest eps hits its limit: the smaller ones are not attempted
+            return MechanismResult("lp-ca", eps, None, "unsolved: time limit after 0.1 s", 0.1, float("nan"), {})
+        if method == "laplace":  # a sampled estimate with zeros: an exact audit would fail on it
+            p = np.zeros((k, m))
+            p[:, 0] = 1.0
+            p[0] = 1.0 / m
+            return MechanismResult("laplace", eps, p, "solved", 0.0, 1.0, {"estimated": True})
+        return real(method, instance, eps, config, seed, time_limit_s)
+
+    monkeypatch.setattr(tradeoff, "_build", fake)
+    rows = tradeoff_curve(tiny, ("em", "lp-ca", "laplace", "em-br"), (1.0, 5.0, 50.0))
+    by = {(r["method"], r["epsilon_per_km"]): r for r in rows}
+    assert all(by[("em", e)]["outcome"] == "failed" and "boom" in by[("em", e)]["status"] for e in (1.0, 5.0, 50.0))
+    assert by[("lp-ca", 50.0)]["outcome"] == "time limit"
+    assert by[("lp-ca", 5.0)]["outcome"] == by[("lp-ca", 1.0)]["outcome"] == "skipped"
+    lap = by[("laplace", 5.0)]
+    assert lap["outcome"] == "solved" and not lap["audited"] and lap["audit_passed"] is None
+    assert "sampled" in lap["audit_kind"] and math.isfinite(lap["adversary_error_m"])
+    assert all(by[("em-br", e)]["outcome"] == "solved" for e in (1.0, 5.0, 50.0))
+
+
+def test_bad_arguments(tiny):
+    with pytest.raises(ValueError, match="methods"):
+        tradeoff_curve(tiny, ("nope",), EPS)
+    with pytest.raises(ValueError, match="epsilons_per_km"):
+        tradeoff_curve(tiny, ("em",), (0.0,))
+
+
+# --- the figure ---------------------------------------------------------------------------------
+
+
+def _lines(fig, metric):
+    return [t for t in fig.data if t.meta and t.meta.get("metric") == metric and "kind" not in t.meta]
+
+
+def test_figure(curve):
+    pytest.importorskip("plotly")
+    from app.curve_charts import tradeoff_figure, tradeoff_notes
+
+    rows = [dict(r) for r in curve[0]]
+    # make the picture show every case: a failed audit, an unsolved LP with and without a bound
+    rows[1].update(audit_passed=False)  # em at eps = 5
+    lp = [r for r in rows if r["method"] == "lp"]
+    lp[0].update(outcome="time limit", loss_m=float("nan"), lower_bound_m=123.0, audited=False, audit_passed=None)
+    lp[1].update(outcome="time limit", loss_m=float("nan"), lower_bound_m=float("nan"), audited=False)
+    fig = tradeoff_figure(rows, 5.0, metric="loss")
+    lines = _lines(fig, "loss")
+    assert [t.meta["method"] for t in lines] == list(METHODS)
+    assert [t.name for t in lines] == ["EM", "EM+BR", "Optimal LP", "PAnDA-e"]
+    em = lines[0]
+    assert list(em.marker.symbol) == ["circle", "circle-open", "circle", "circle"]
+    for t in lines:
+        assert [c[0] for c in t.customdata] == list(EPS)
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.title.text == "ε (1/km)"
+    vlines = [s for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1 == 5.0]
+    assert len(vlines) == 1
+    (bound,) = [t for t in fig.data if t.meta and t.meta.get("kind") == "lower bound"]
+    assert list(bound.y)[0] == 123.0 and bound.y[1] is None and "LP ≥ 123 m" in bound.text[0]
+    assert "no mechanism can do better than 123 m" in bound.hovertext[0]
+    assert [c[0] for c in bound.customdata] == list(EPS)
+    assert any("no bound" in a.text for a in fig.layout.annotations)
+    notes = tradeoff_notes(rows)
+    assert any("no mechanism can do better than 123 m at ε = 1" in n for n in notes)
+    # both panels: one line per mechanism in each, the current eps marked in both
+    both = tradeoff_figure(rows, 20.0, metric="both", height=600)
+    assert len(_lines(both, "loss")) == len(_lines(both, "attacker")) == len(METHODS)
+    assert len([s for s in both.layout.shapes if s.x0 == 20.0]) == 2
+    with pytest.raises(ValueError, match="metric"):
+        tradeoff_figure(rows, 5.0, metric="utility")
+
+
+# --- the dashboard's job ------------------------------------------------------------------------
+
+
+def test_dashboard_curve_runs_in_the_worker_and_reports_failures(monkeypatch):
+    pytest.importorskip("streamlit")
+    from app import state
+    from app.worker import JOBS, WorkerError
+
+    assert "tradeoff_curve" in JOBS
+    key = ("city:kotka", 40, 6, 10, 0)
+    items = state.config_items(panda.preset("artifact"))
+    try:
+        messages = []
+        job = state.start_tradeoff_curve(key, ("panda-e", "em"), (2.0, 20.0), items, 0, 5.0)
+        rows = job.result(lambda message, fraction: messages.append(fraction))
+        assert [(r["method"], r["epsilon_per_km"]) for r in rows] == [
+            ("panda-e", 2.0),
+            ("panda-e", 20.0),
+            ("em", 2.0),
+            ("em", 20.0),
+        ]
+        assert all(r["outcome"] == "solved" for r in rows) and messages and messages[-1] == 1.0
+
+        def broken(*args, **kwargs):
+            raise WorkerError("the computation did not finish within 60 s and was stopped")
+
+        monkeypatch.setattr(state, "tradeoff_method", broken)
+        rows = state.tradeoff_curve(key, ("lp-ca",), (2.0, 20.0), (), 0, 5.0)
+        assert [r["outcome"] for r in rows] == ["failed", "failed"] and "60 s" in rows[0]["status"]
+    finally:
+        state.panda_worker().close()
+        state.clear_all()
