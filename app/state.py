@@ -449,3 +449,6 @@ def start_tradeoff_curve(
     )
     job.messages = messages
     return job
+
+
+__all__ += ["TRADEOFF_POINT_LIMIT_S", "TRADEOFF_METHOD_BUDGET_S", "tradeoff_method", "tradeoff_curve", "start_tradeoff_curve"]
