@@ -451,4 +451,10 @@ def start_tradeoff_curve(
     return job
 
 
-__all__ += ["TRADEOFF_POINT_LIMIT_S", "TRADEOFF_METHOD_BUDGET_S", "tradeoff_method", "tradeoff_curve", "start_tradeoff_curve"]
+__all__ += [
+    "TRADEOFF_POINT_LIMIT_S",
+    "TRADEOFF_METHOD_BUDGET_S",
+    "tradeoff_method",
+    "tradeoff_curve",
+    "start_tradeoff_curve",
+]
