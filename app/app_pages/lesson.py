@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 import panda
-from app import common, lesson, lesson_charts, lesson_maps, maps, state
+from app import common, curve_charts, lesson, lesson_charts, lesson_maps, maps, state
 from app.analysis import fmt_m, fmt_pct, surrogate_rows
 from app.params import LESSON_TABS, RANGES, to_config
 from app.worker import WorkerError
@@ -21,6 +21,8 @@ from app.worker import WorkerError
 #: Time limit of one LP-based mechanism build on this page, seconds (the page says when it is hit).
 LP_TIME_LIMIT_S = 20.0
 MAP_HEIGHT = 540
+#: The optimal LP's time limit per point of the curve, seconds.
+CURVE_LP_LIMIT_S = 20.0
 N_SAMPLES = 10
 
 ss = st.session_state
@@ -251,6 +253,59 @@ with right:
         st.caption(rows.note)
 pa, pb = rows.shown_a, rows.shown_b
 
+
+def _curve_clicked() -> None:
+    """A click on a point of the curve sets epsilon (the sidebar's and the page's)."""
+    sel = (ss.get("lesson_curve") or {}).get("selection") or {}
+    for point in sel.get("points") or []:
+        data = point.get("customdata") if isinstance(point, dict) else None
+        value = data[0] if isinstance(data, (list, tuple)) and data else data
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            continue
+        low, high = RANGES["epsilon_per_km"]
+        if low <= value <= high:
+            ss.w_eps = ss.lesson_eps = value
+            return
+
+
+def _curve(mech_key: str, eps: float) -> None:
+    """The privacy-utility curve of every mechanism on this instance (background, cached for all sessions)."""
+    from panda.tradeoff import DEFAULT_EPSILONS, DEFAULT_METHODS
+
+    with_lp = st.toggle(
+        "Add the optimal mechanism (slow: up to about 3 minutes the first time)",
+        key="lesson_curve_lp",
+        help=f"The optimal LP at each ε, {CURVE_LP_LIMIT_S:.0f} s per point; where it does not finish in time, the "
+        "curve shows the lower bound it proved (no mechanism can do better).",
+    )
+    methods = tuple(DEFAULT_METHODS) + (("lp",) if with_lp else ())
+    if mech_key in lesson.PANDA_KEYS and mech_key not in methods:
+        methods += (mech_key,)
+    panda_items = state.config_items(to_config(params))
+    bar = st.empty()
+    job = state.start_tradeoff_curve(
+        params.instance_key, methods, tuple(DEFAULT_EPSILONS), panda_items, params.seed, CURVE_LP_LIMIT_S
+    )
+
+    def on_progress(message: str, fraction: float) -> None:
+        bar.progress(min(max(fraction, 0.0), 1.0), text=f"Computing the curve: {message} ...")
+
+    rows = job.result(on_progress)
+    bar.empty()
+    labels = {k: v[0] for k, v in lesson.MECHANISMS.items()}
+    fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=560, labels=labels)
+    st.plotly_chart(fig, key="lesson_curve", on_select=_curve_clicked, selection_mode="points")
+    st.caption(
+        "Each point is one mechanism built at that ε on these places. Top: the average error of a report; "
+        "bottom: the best attacker's average error. Filled: the exact check passed; hollow: it failed. "
+        "**Click a point to move ε there.**"
+    )
+    for note in curve_charts.tradeoff_notes(rows, labels=labels):
+        st.caption(note)
+
+
 # ---------------------------------------------------------------------------------------------
 # Three key numbers
 m1, m2, m3 = right.columns(3)
@@ -367,8 +422,8 @@ with left:
             d_guess = 1000 * float(inst.distances_km_pairs(np.array([guess]), np.array([pa]))[0])
             st.caption(
                 f"The attacker sees output {report} (white dot), knows the mechanism and how people are spread, "
-                f"and weighs every place by how likely it makes that report (bigger, redder = more believed). Its best guess "
-                f"(black) is **{fmt_m(d_guess)}** from the truth (red)."
+                "and weighs every place by how likely it makes that report (bigger, redder = more believed). "
+                f"Its best guess (black) is **{fmt_m(d_guess)}** from the truth (red)."
             )
     else:
         extra = " The soft glow is planar Laplace's noise before it is snapped to an output." if density else ""
@@ -398,7 +453,8 @@ with right:
                 )
     with tabs[1]:
         if tabs[1].open:
-            st.info("The trade-off curve is being added.")
+            with common.guarded("The trade-off curve"):
+                _curve(mech_key, eps)
     with tabs[2]:
         if tabs[2].open:
             label, text = lesson.MECHANISMS[mech_key]
