@@ -88,6 +88,7 @@ def build_lesson_deck(
     report: int | None = None,
     guess: int | None = None,
     height_px: int = 520,
+    width_px: int = 480,
 ) -> pdk.Deck:
     """The Lesson map.
 
@@ -109,6 +110,8 @@ def build_lesson_deck(
         :func:`laplace_density_image` output (planar Laplace only).
     belief, report, guess
         Attacker mode: ``(K,)`` posterior over the records, the report's output position, the guess.
+    height_px, width_px
+        The map's size on screen (the initial view fits every place into it).
     """
     lon = np.asarray(instance.lon, dtype=float)
     lat = np.asarray(instance.lat, dtype=float)
@@ -301,7 +304,7 @@ def build_lesson_deck(
     )
     return pdk.Deck(
         layers=layers,
-        initial_view_state=fit_view(lon, lat, width_px=480, height_px=height_px),
+        initial_view_state=fit_view(lon, lat, width_px=width_px, height_px=height_px),
         map_provider=None,
         tooltip={
             "text": "{tooltip}",

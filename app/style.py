@@ -13,7 +13,7 @@ h4 { padding-top: 0.1rem; }
 #: Presenter view: larger type (streamlit sizes everything in rem), even less padding.
 _PRESENT = """
 html { font-size: 18px; }
-.block-container { padding-top: 1.2rem; padding-left: 1.5rem; padding-right: 1.5rem; }
+.block-container { padding-top: 3.2rem; padding-left: 1.5rem; padding-right: 1.5rem; }
 [data-testid="stMetricValue"] { font-size: 2rem; }
 """
 

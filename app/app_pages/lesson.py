@@ -21,6 +21,8 @@ from app.worker import WorkerError
 #: Time limit of one LP-based mechanism build on this page, seconds (the page says when it is hit).
 LP_TIME_LIMIT_S = 20.0
 MAP_HEIGHT = 540
+#: The map's width (px) the initial view fits the city into: the left column at 1280 px with and without the sidebar.
+MAP_WIDTH, MAP_WIDTH_PRESENTING = 480, 700
 #: The optimal LP's time limit per point of the curve, seconds.
 CURVE_LP_LIMIT_S = 20.0
 N_SAMPLES = 10
@@ -407,6 +409,7 @@ with left:
             report=report,
             guess=guess,
             height_px=MAP_HEIGHT,
+            width_px=MAP_WIDTH_PRESENTING if presenting else MAP_WIDTH,
         )
         st.pydeck_chart(
             deck,
