@@ -462,3 +462,15 @@ def test_highs_run_gives_a_rerun_model_its_full_time_budget(small):
     status, ok = highs_run(h, 5.0)
     assert ok, status
     assert h.getOptionValue("time_limit")[1] >= spent + 5.0
+
+
+@pytest.mark.parametrize("eps", [20.0, 50.0])
+def test_lp_em_is_feasible_at_large_eps(eps):
+    """Regression: candidates whose EM entry is below the 1e-6 floor made the LP infeasible at eps >= 20/km
+    (Neubrandenburg, K = 200: HiGHS 'Infeasible'); they now stay in the EM tail."""
+    inst = make_instance(load_city("neubrandenburg"), n_records=200, n_outputs=100, n_users=20, seed=0)
+    mech = build_lp_em(inst, eps, time_limit_s=120.0)
+    assert mech.solved, mech.status
+    assert mech.details["numerics"]["candidates_left_in_tail_below_floor"] > 0
+    assert audit_mechanism(mech.matrix, inst.d_km, eps).passed
+    assert mech.loss_m <= build_em(inst, eps).loss_m + 1e-6

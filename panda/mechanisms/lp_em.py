@@ -5,7 +5,9 @@ to the exponential mechanism. The exact construction of Imola et al. is not repr
 is a variant that is eps-mDP by construction and never worse than EM:
 
 * ``E`` is the eps-mDP exponential mechanism (``exp(-eps d / 2)``, rows normalised).
-* Candidates ``N(y)``: the ``r`` records nearest to output ``y`` (the artifact: r = 38).
+* Candidates ``N(y)``: the ``r`` records nearest to output ``y`` (the artifact: r = 38) whose EM
+  entry is at least the floor below (1e-6); the others stay in the tail (an output's own record
+  always qualifies: its EM entry is at least ``1 / M``).
 * Entries ``P[x, y]`` with ``x`` in ``N(y)`` are LP variables ``z[x, y]``; every other entry of
   column ``y`` is the EM tail scaled by one variable per output: ``P[x, y] = lam_y E[x, y]``.
 
@@ -113,11 +115,16 @@ def build_lp_em(
 
     # Candidates: r nearest records of every output (stable: ties broken by position).
     cand = np.argsort(d_out, axis=0, kind="stable")[:r].T  # (M, r)
+    # A candidate whose EM entry is below the floor stays in the tail: its LP variable is fixed at 0
+    # and not used. (Floored at _FLOOR it would have to exceed EM's own value, and where its box
+    # against the tail lies below the floor the LP was infeasible: eps >= 20/km on Neubrandenburg.)
+    valid = em[cand, np.arange(m)[:, None]] >= _FLOOR  # (M, r); an output's own record is always valid
     is_cand = np.zeros((k, m), dtype=bool)
-    is_cand[cand, np.arange(m)[:, None]] = True
+    is_cand[cand[valid], np.nonzero(valid)[0]] = True
     # Variable columns: z for candidate entries (in (y, rank) order), then mu_y.
     zc_row = cand.ravel()
     zc_y = np.repeat(np.arange(m), r)
+    zc_valid = valid.ravel()
     n_z = r * m
     col_mu = n_z + np.arange(m)
     has_tail = ~is_cand.all(axis=0)
@@ -148,9 +155,9 @@ def build_lp_em(
     tail_v = coef_tail[tail_r, tail_y] / row_max[tail_r]
     keep = tail_v >= _TINY
     n_dropped = int((~keep).sum())
-    rows += [zc_row, tail_r[keep]]
-    cols += [np.arange(n_z), col_mu[tail_y[keep]]]
-    vals += [1.0 / row_max[zc_row], tail_v[keep]]
+    rows += [zc_row[zc_valid], tail_r[keep]]
+    cols += [np.flatnonzero(zc_valid), col_mu[tail_y[keep]]]
+    vals += [1.0 / row_max[zc_row[zc_valid]], tail_v[keep]]
     rhs_rows = 1.0 / row_max
     n_rows = k
     # 2. Candidate pairs: z[a, y] - e^{eps d(a, b)} z[b, y] <= 0 for ordered a != b in N(y).
@@ -158,8 +165,8 @@ def build_lp_em(
     #    bounds alone (z[a, y] <= 1 <= e^{eps d} _FLOOR <= e^{eps d} z[b, y]) and is left out.
     ia, ib = np.nonzero(~np.eye(r, dtype=bool))
     pair_exp = eps * d[cand[:, ia], cand[:, ib]]  # (M, r(r-1))
-    written = pair_exp < -np.log(_FLOOR)
-    n_pair_implied = int((~written).sum())
+    written = (pair_exp < -np.log(_FLOOR)) & valid[:, ia] & valid[:, ib]
+    n_pair_implied = int((~written & valid[:, ia] & valid[:, ib]).sum())
     py, pk = np.nonzero(written)
     n_pairs = py.size
     pr = n_rows + np.arange(n_pairs)
@@ -168,7 +175,7 @@ def build_lp_em(
     vals += [np.ones(n_pairs), -np.exp(pair_exp[py, pk])]
     n_rows += n_pairs
     # 3. Boxes against the tail (only outputs with a tail).
-    boxed = np.flatnonzero(np.asarray(has_tail)[zc_y])
+    boxed = np.flatnonzero(np.asarray(has_tail)[zc_y] & zc_valid)
     nb = boxed.size
     up = n_rows + np.arange(nb)  # z - hi * mu <= 0
     lo = n_rows + nb + np.arange(nb)  # lo * mu - z <= 0
@@ -180,8 +187,8 @@ def build_lp_em(
     row_lo = np.concatenate([rhs_rows, np.full(n_rows - k, -np.inf)])
     row_hi = np.concatenate([rhs_rows, np.zeros(n_rows - k)])
     cost = np.concatenate([weighted[zc_row, zc_y], (weighted * coef_tail).sum(axis=0)])
-    col_hi = np.concatenate([np.ones(n_z), np.where(has_tail, 1.0, 0.0)])
-    col_lo = np.concatenate([np.full(n_z, _FLOOR), np.zeros(m)])
+    col_hi = np.concatenate([np.where(zc_valid, 1.0, 0.0), np.where(has_tail, 1.0, 0.0)])
+    col_lo = np.concatenate([np.where(zc_valid, _FLOOR, 0.0), np.zeros(m)])
     h = highs_model(cost, a, row_lo, row_hi, col_lo, col_hi, solver=solver, options={"small_matrix_value": _TINY})
     build_s = time.perf_counter() - t0
     status, ok = highs_run(h, time_limit_s - build_s)
@@ -198,6 +205,7 @@ def build_lp_em(
             "box_upper_lowered_to_1e12": n_hi_clipped,
             "box_lower_raised_to_1e-12": n_lo_clipped,
             "candidate_floor": _FLOOR,
+            "candidates_left_in_tail_below_floor": int((~valid).sum()),
             "candidate_pairs_implied_by_floor": n_pair_implied,
         },
     }
@@ -207,7 +215,7 @@ def build_lp_em(
     details["objective_m"] = float(h.getInfo().objective_function_value)
     mu = np.clip(x[n_z:], 0.0, None)
     matrix = coef_tail * mu[None, :]
-    matrix[zc_row, zc_y] = np.clip(x[:n_z], 0.0, None)
+    matrix[zc_row[zc_valid], zc_y[zc_valid]] = np.clip(x[:n_z][zc_valid], 0.0, None)
     details["tail_scale_lam"] = mu * np.exp(-log_s)
     details["max_row_sum_error"] = float(np.abs(matrix.sum(axis=1) - 1).max())
     matrix, details["repair"] = repair_mdp(matrix, d, eps)
