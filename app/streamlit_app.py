@@ -33,9 +33,9 @@ state.panda_worker()  # starts the worker process (if not running) while the sid
 pages = [
     st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:", default=True),
     st.Page("app_pages/explore.py", title="PAnDA", icon=":material/map:", url_path="explore"),
+    st.Page("app_pages/learn.py", title="Learn", icon=":material/menu_book:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
     st.Page("app_pages/audit.py", title="Audit", icon=":material/fact_check:"),
-    st.Page("app_pages/learn.py", title="Learn", icon=":material/menu_book:"),
 ]
 page = st.navigation(pages)
 

@@ -86,7 +86,7 @@ def deck_spec(at: AppTest) -> dict:
 
 def test_explore_renders_on_the_default_city():
     at = run_ok(make_app())
-    assert at.title[0].value == "Explore"
+    assert at.title[0].value == "PAnDA"
     assert metric(at, "LP status") == "Optimal"
     assert metric(at, "Anchor union |A|").isdigit()
     assert metric(at, "Utility loss at users").endswith(" m")
@@ -116,7 +116,9 @@ def test_every_page_renders(page):
     at = run_ok(make_app())
     at.switch_page(page)
     run_ok(at)
-    title = page.split("/")[-1].removesuffix(".py").capitalize()
+    title = {"explore": "PAnDA"}.get(
+        page.split("/")[-1].removesuffix(".py"), page.split("/")[-1].removesuffix(".py").capitalize()
+    )
     assert at.title[0].value == title
     assert not at.error, [e.value for e in at.error]
 
