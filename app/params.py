@@ -404,7 +404,7 @@ LAYER_IDS = ("roads", "records", "users", "anchors", "surrogates", "perturbation
 DEFAULT_LAYER_IDS = ("roads", "records", "users", "anchors", "surrogates", "perturbation")
 #: Compare's baselines: dashboard name -> registry name of panda.mechanisms.BASELINES (also the link's id).
 BASELINE_IDS = {"EM": "em", "EM+BR": "em-br", "LP+CA": "lp-ca", "Planar Laplace": "laplace", "LP": "lp"}
-DEFAULT_BASELINES = ("EM", "EM+BR", "LP+CA")
+DEFAULT_BASELINES = ("Planar Laplace", "EM", "EM+BR", "LP+CA")
 #: Compare's LP+CA grid sizes (cells per side) and LP time limits (s) offered, with the defaults.
 GRID_OPTIONS = (8, 10, 6, 12)
 COMPARE_TIME_LIMITS = tuple(range(5, 121, 5))
