@@ -22,6 +22,7 @@ __all__ = [
     "mechanism_at_users",
     "fmt_m",
     "fmt_pct",
+    "fmt_pct_range",
     "fmt_s",
 ]
 
@@ -40,6 +41,16 @@ def fmt_pct(value: float) -> str:
     if value is None or not np.isfinite(value):
         return "—"
     return f"{100 * value:.1f} %"
+
+
+def fmt_pct_range(low: float, high: float) -> str:
+    """A rate known to lie in [low, high], short enough for a metric: '12.3 %', or '12–15 %' when they differ."""
+    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
+        return fmt_pct(low if low is not None and np.isfinite(low) else high)
+    lo, hi = f"{100 * low:.0f}", f"{100 * high:.0f}"
+    if abs(high - low) < 5e-4 or lo == hi:
+        return fmt_pct(low)
+    return f"{lo}–{hi} %"
 
 
 def fmt_s(value: float) -> str:

@@ -320,3 +320,12 @@ def test_a_bad_lesson_link_is_ignored_and_said():
     assert at.selectbox(key="lesson_mech").value == "laplace"
     assert 0 <= at.selectbox(key="lesson_a").value < 200
     assert any("mech=nonsense" in t.value for t in at.toast)
+
+
+def test_rate_ranges_fit_a_metric():
+    from app.analysis import fmt_pct_range
+
+    assert fmt_pct_range(1.0, 1.0) == "100.0 %"
+    assert fmt_pct_range(0.12, 0.153) == "12–15 %"
+    assert fmt_pct_range(float("nan"), 0.5) == "50.0 %"
+    assert max(len(fmt_pct_range(a, b)) for a, b in [(0.0, 1.0), (0.999, 1.0), (0.5, 0.5)]) <= 8

@@ -46,14 +46,15 @@ else:
             c = st.columns(4)
             c[0].metric(
                 "User pairs over δ",
-                f"{analysis.fmt_pct(pm.user_rate_over_delta)} – {analysis.fmt_pct(pm.user_rate_over_delta_upper)}",
+                analysis.fmt_pct_range(pm.user_rate_over_delta, pm.user_rate_over_delta_upper),
                 help=f"Share of user pairs whose exact violation probability exceeds δ = {delta:g} (lower end: "
                 "unaudited draws counted as fine; upper end: counted as violating). A correct run has 0 %.",
             )
             c[1].metric(
-                "Mean P(violation), user pairs",
+                "Mean P(violation)",
                 f"{pm.mean_user_p_violation:.3g}",
-                help="Average over the user pairs of the exact probability of an ε-mDP violation.",
+                help="Average over the user pairs of the exact probability (over the anchor draws) of an ε-mDP "
+                "violation.",
             )
             c[2].metric(
                 "Record pairs over δ",
@@ -62,9 +63,9 @@ else:
                 "users'), whose exact violation probability exceeds δ.",
             )
             c[3].metric(
-                "Phase-I over-budget user pairs",
+                "Phase I over budget",
                 f"{pm.phase1_over_budget_user_pairs:,}",
-                help="Pairs whose Phase-I cost alone exceeds ε (ε̄ > ε): no Phase II can make them compliant.",
+                help="User pairs whose Phase-I cost alone exceeds ε (ε̄ > ε): no Phase II can make them compliant.",
             )
             with common.guarded("The PmDP histogram"):
                 st.plotly_chart(
