@@ -297,7 +297,9 @@ def _curve(mech_key: str, eps: float) -> None:
     rows = job.result(on_progress)
     bar.empty()
     labels = {k: v[0] for k, v in lesson.MECHANISMS.items()}
-    fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=560, labels=labels)
+    fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=640, labels=labels)
+    # A narrow column: the legend goes under the panels, the panels get the width.
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.1, "x": 0, "font": {"size": 11}})
     st.plotly_chart(fig, key="lesson_curve", on_select=_curve_clicked, selection_mode="points")
     st.caption(
         "Each point is one mechanism built at that ε on these places. Top: the average error of a report; "
