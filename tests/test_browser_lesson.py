@@ -219,7 +219,15 @@ def test_a_whole_lesson_in_chromium(server, browser, default_instance):  # noqa:
         page.locator('[data-testid="stPlotlyChart"]').filter(has_text="ε (1/km)").first.wait_for(timeout=180_000)
         _wait_idle(page, timeout_s=180)
         page.wait_for_timeout(500)
-        page.screenshot(path=str(ARTIFACTS / "lesson-1280x720-curve.png"), full_page=True)
+        chart = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="ε (1/km)").first
+        chart.scroll_into_view_if_needed()
+        chart.screenshot(path=str(ARTIFACTS / "lesson-1280x720-curve.png"))
+        # Clicking a point sets eps: EM's point at eps = 10 (the second trace's sixth marker, top panel).
+        em_trace = chart.locator(".scatterlayer .trace").nth(1)
+        em_trace.locator(".points path").nth(5).click(force=True)
+        page.wait_for_function("() => window.location.search.includes('eps=10')", timeout=60_000)
+        _wait_idle(page, timeout_s=120)
+        assert "eps=10" in page.url
 
         # 8. A larger screen.
         page.set_viewport_size({"width": 1500, "height": 1100})

@@ -329,3 +329,17 @@ def test_rate_ranges_fit_a_metric():
     assert fmt_pct_range(0.12, 0.153) == "12–15 %"
     assert fmt_pct_range(float("nan"), 0.5) == "50.0 %"
     assert max(len(fmt_pct_range(a, b)) for a, b in [(0.0, 1.0), (0.999, 1.0), (0.5, 0.5)]) <= 8
+
+
+def test_the_trade_off_curve_tab():
+    at = run_ok(make_app(K="100", M="30", ltab="curve"))
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    spec = json.loads(charts[0].proto.spec)
+    names = {t.get("name") for t in spec["data"]}
+    for key in ("laplace", "em", "em-br", "lp-ca", "panda-e"):
+        assert lesson.MECHANISMS[key][0] in names, (key, names)
+    eps_points = {round(p[0], 6) for t in spec["data"] for p in (t.get("customdata") or []) if isinstance(p, list)}
+    assert {0.5, 5.0, 50.0} <= eps_points  # every point carries its eps for the click handler
+    assert any("Click a point" in c.value for c in at.caption)
+    assert not at.toggle(key="lesson_curve_lp").value  # the optimal LP only on request
