@@ -13,6 +13,15 @@ The server estimates the margin of an anchor pair ``(x, x')`` as the largest ``x
 ``Gamma`` nearest records ``S_x x S_x'`` (eq. 29) at the target ``t = (1 - delta) / P_S`` of eq. (30),
 where ``P_S`` (eq. 93) is the posterior probability that the true records lie in ``S_x x S_x'``.
 When ``t > 1`` or ``h`` never reaches ``t``, no finite margin exists: the result says so.
+
+Speed. A record pair whose target lies clearly above its whole success mass (the product of the two
+records' surrogate masses) cannot reach it: its margin is ``inf``, or with the ``"second_largest"``
+fallback the second-largest candidate Delta, which needs no sort. For that fallback the second-largest
+candidate E of every pair of neighbourhood records is read off two small dense tables (the two largest
+E of each surrogate against each neighbourhood, then of each neighbourhood pair), and E itself is
+computed in closed form for surrogate pairs whose near sets do not meet. Record pairs close to their
+target take the full search, chunk by chunk exactly as before, so every margin is bit-identical to the
+former search (``tests/test_margins_identity.py`` checks it against a copy of that code).
 """
 
 from __future__ import annotations
@@ -22,13 +31,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from panda.accounting import phase1_cost_sparse
+from panda.accounting import _ratio, phase1_cost_sparse
 from panda.anchors import SelectionModel, _unit_vectors
 
 #: Upper bound on the candidate surrogate pairs one margin search may examine (work and memory).
 MAX_MARGIN_CANDIDATES = 3e8
 #: Candidates handled at once (bounds the memory of a chunk to a few hundred MB).
 CHUNK_CANDIDATES = 2_000_000
+#: Largest number of float64 entries of the dense table of E over all surrogate pairs (``C^2``).
+MAX_TABLE_ENTRIES = 4e7
+#: Padded row widths of the per-segment sorts (segments of up to ``w`` candidates share width ``w``).
+_WIDTHS = np.unique(np.concatenate([[1], 2 ** np.arange(31), 3 * 2 ** np.arange(30)]))
+#: Padded candidates sorted at once (a few MB: the work stays in cache).
+_SORT_BLOCK = 131_072
 
 __all__ = [
     "MAX_MARGIN_CANDIDATES",
@@ -110,9 +125,118 @@ class _NearTable:
         self.v = np.concatenate(vals) if vals else np.zeros(0)
         self.start = np.asarray(starts, dtype=np.int64)
         self.len = np.asarray(lens, dtype=np.int64)
+        # Success mass of each record: sum_s v[r, s] (the same float sums as before).
+        self.mass = np.zeros(records.size)
+        np.add.at(self.mass, np.repeat(np.arange(records.size), self.len), self.v)
 
     def rows(self, records: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.records, records)
+
+
+def _clearly_unreached(target: np.ndarray, mass_pq: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Flag the queries whose ``target`` the search is certain to find out of reach.
+
+    The search compares ``target`` with the segment total it accumulates in a running sum over a
+    chunk (at most :data:`CHUNK_CANDIDATES` segments of total <= 1 each), so that total may differ from
+    the true mass by up to about ``count * CHUNK_CANDIDATES`` units of 1.1e-16. Beyond that margin (and
+    for ``target > 1`` or empty segments) the outcome does not depend on rounding.
+    """
+    tol = 2.3e-16 * (count + 2.0) * (CHUNK_CANDIDATES + 2.0) + 1e-12
+    return (target > 1.0) | (count == 0) | (target > mass_pq * (1.0 + 1e-12) + tol)
+
+
+class _EnergyTable:
+    """``E`` on every pair of the records ``cand`` (dense), with a lookup by positions in X.
+
+    Rows and columns follow a Z-order curve over the map, so that the near list of a record, whose
+    ``E`` values a segment reads, sits in a few cache lines of each row.
+    """
+
+    def __init__(self, model: SelectionModel, cand: np.ndarray):
+        inst = model.instance
+        slot = np.empty(cand.size, dtype=np.int64)
+        slot[np.argsort(_z_order(inst.lon[cand], inst.lat[cand]), kind="stable")] = np.arange(cand.size)
+        self.index = np.full(inst.n_records, -1, dtype=np.int64)
+        self.index[cand] = slot
+        self.e = _energy_all_pairs(model, cand, slot)
+
+    @classmethod
+    def maybe(cls, model: SelectionModel, table: _NearTable, work: float) -> _EnergyTable | None:
+        """Build the table over all surrogates of ``table`` if it fits and costs less than ``work`` lookups."""
+        cand = np.unique(table.pos)
+        size = float(cand.size) ** 2
+        if size > MAX_TABLE_ENTRIES or size > 4.0 * work:
+            return None
+        return cls(model, cand)
+
+    def lookup(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``E(a[i], b[i])`` (bit-identical to :func:`_energy` on ``(min, max)``)."""
+        return self.e[self.index[a], self.index[b]]
+
+
+def _z_order(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Morton codes (16 bits per axis) of points, for a cache-friendly order of records."""
+
+    def spread(v: np.ndarray) -> np.ndarray:
+        v = (v | (v << np.uint64(8))) & np.uint64(0x00FF00FF)
+        v = (v | (v << np.uint64(4))) & np.uint64(0x0F0F0F0F)
+        v = (v | (v << np.uint64(2))) & np.uint64(0x33333333)
+        return (v | (v << np.uint64(1))) & np.uint64(0x55555555)
+
+    def grid(x: np.ndarray) -> np.ndarray:
+        span = float(np.ptp(x)) if x.size else 0.0
+        return ((x - x.min()) / (span or 1.0) * 65535).astype(np.uint64) if x.size else x.astype(np.uint64)
+
+    return spread(grid(np.asarray(lon, dtype=float))) | (spread(grid(np.asarray(lat, dtype=float))) << np.uint64(1))
+
+
+def _energy_all_pairs(model: SelectionModel, cand: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """Dense symmetric ``E`` on all pairs of the sorted records ``cand`` (row ``slot[i]`` for ``cand[i]``).
+
+    Bit-identical to :func:`_energy`. For records whose near sets are disjoint and whose logit rows
+    are non-negative, the sparse Phase-I sums of :func:`panda.accounting.phase1_cost_sparse` are sums
+    of one row each, taken in the same order (a ``reduceat`` over the row's positive entries): they
+    are computed once per record. Other pairs go through :func:`_energy` itself.
+    """
+    n = cand.size
+    g = model.logit_near[cand].tocsr()
+    g.sort_indices()
+    rows = np.repeat(np.arange(n), np.diff(g.indptr))
+    regular = np.ones(n, dtype=bool)
+    regular[rows[g.data < 0]] = False
+    keep = g.data > 0
+    positive, row_of = g.data[keep], rows[keep]
+    row_sum = np.zeros(n)
+    if positive.size:
+        nonempty = np.flatnonzero(np.bincount(row_of, minlength=n))
+        row_sum[nonempty] = np.add.reduceat(positive, np.searchsorted(row_of, nonempty))
+    support = g.copy()
+    support.data = np.ones_like(support.data)
+    overlap = (support @ support.T).tocoo()
+    special = np.zeros((n, n), dtype=bool)
+    special[overlap.row, overlap.col] = True
+    special[~regular, :] = True
+    special[:, ~regular] = True
+    eps = model.config.epsilon_per_km
+    out = np.zeros((n, n))
+    step = max(1, 4_000_000 // max(n, 1))
+    for s in range(0, n, step):
+        i, j = np.nonzero(np.triu(np.ones((min(step, n - s), n), dtype=bool), k=s + 1))
+        i = i + s
+        a, b = cand[i], cand[j]
+        d = model.instance.distances_km_pairs(a, b)
+        dm = model.log1m_sum[a] - model.log1m_sum[b]
+        s_max, s_min = dm + row_sum[i], dm - row_sum[j]
+        eb = _ratio(np.maximum(s_max, -s_min), d)
+        with np.errstate(invalid="ignore"):
+            e = (eps - eb) * d
+        e[np.isnan(e)] = -np.inf
+        sp_ = special[i, j]
+        if sp_.any():
+            e[sp_] = _energy(model, a[sp_], b[sp_])
+        out[slot[i], slot[j]] = e
+        out[slot[j], slot[i]] = e
+    return out
 
 
 def _segment_order(value: np.ndarray, counts: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
@@ -159,15 +283,34 @@ def margin_for_records(
     *,
     fallback: str = "infinite",
     table: _NearTable | None = None,
+    energy: _EnergyTable | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``xi_{p,q}(target)`` for record pairs (vectorised Algorithms 1-2).
 
     Each distinct record pair's candidates are built and sorted once, whatever the number of
     queries (targets) on it; the work is done in chunks of at most :data:`CHUNK_CANDIDATES`
-    candidates. Raises ``ValueError`` when more than :data:`MAX_MARGIN_CANDIDATES` would be needed.
+    candidates (the running sums restart at each chunk). A chunk whose targets are all clearly out of
+    reach with ``fallback="infinite"`` needs no candidates. Raises ``ValueError`` when more than
+    :data:`MAX_MARGIN_CANDIDATES` would be needed.
 
-    Returns ``(xi, reached)``; ``xi`` is ``inf`` (or the second-largest candidate with
-    ``fallback="second_largest"``) where ``reached`` is False.
+    Parameters
+    ----------
+    model
+        The selection model.
+    p, q
+        Record positions in X (element-wise pairs).
+    target
+        Success probability each pair must reach.
+    fallback
+        ``"infinite"`` or ``"second_largest"`` (the published code's value for an unreachable target).
+    table, energy
+        Precomputed near lists and ``E`` table (internal: :func:`safety_margins` shares them).
+
+    Returns
+    -------
+    xi, reached
+        ``xi`` is ``inf`` (or the second-largest candidate with ``fallback="second_largest"``) where
+        ``reached`` is False.
     """
     p = np.asarray(p, dtype=np.int64)
     q = np.asarray(q, dtype=np.int64)
@@ -179,7 +322,8 @@ def margin_for_records(
     up, uq = keys // k, keys % k
     if table is None:
         table = _NearTable(model, np.unique(np.concatenate([up, uq])))
-    counts = table.len[table.rows(up)] * table.len[table.rows(uq)]
+    rp, rq = table.rows(up), table.rows(uq)
+    counts = table.len[rp] * table.len[rq]
     total_work = float(counts.sum())
     if total_work > MAX_MARGIN_CANDIDATES:
         msg = (
@@ -189,10 +333,13 @@ def margin_for_records(
             "fewer records or a smaller neighbourhood_size."
         )
         raise ValueError(msg)
+    if energy is None:
+        energy = _EnergyTable.maybe(model, table, total_work)
     xi = np.full(p.size, np.inf)
     reached = np.zeros(p.size, dtype=bool)
     q_order = np.argsort(inverse, kind="stable")
     q_sorted = inverse[q_order]
+    clear = _clearly_unreached(target, table.mass[rp[inverse]] * table.mass[rq[inverse]], counts[inverse])
     cum_counts = np.cumsum(counts)
     start = 0
     while start < keys.size:
@@ -201,12 +348,126 @@ def margin_for_records(
         )
         lo_q, hi_q = np.searchsorted(q_sorted, [start, stop])
         queries = q_order[lo_q:hi_q]
-        x, r = _margin_unique(
-            model, up[start:stop], uq[start:stop], inverse[queries] - start, target[queries], fallback, table
-        )
-        xi[queries], reached[queries] = x, r
+        if fallback == "infinite" and clear[queries].all():
+            pass  # xi = inf, reached = False: the defaults
+        elif energy is None:
+            xi[queries], reached[queries] = _margin_unique(
+                model, up[start:stop], uq[start:stop], inverse[queries] - start, target[queries], fallback, table
+            )
+        else:
+            e_pair = energy.lookup(up[start:stop], uq[start:stop])
+            delta, weight = _sorted_candidates(rp[start:stop], rq[start:stop], e_pair, table, energy)
+            xi[queries], reached[queries] = _answer_chunk(
+                delta, weight, counts[start:stop], inverse[queries] - start, target[queries], fallback
+            )
         start = stop
     return xi, reached
+
+
+def _sorted_candidates(
+    rp: np.ndarray, rq: np.ndarray, e_pair: np.ndarray, table: _NearTable, energy: _EnergyTable
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates of consecutive segments, each sorted stably by Delta: flat ``(delta, weight)``.
+
+    Segment ``j`` holds ``N(p) x N(q)`` in row-major order (``p, q`` the records of table rows
+    ``rp[j], rq[j]``), with ``Delta = E(s, s') - E(p, q)`` and weight ``v[p, s] v[q, s']``. Segments
+    are padded to a few widths and sorted row-wise by introsort; the rare rows with equal Deltas are
+    sorted again stably, and rows whose ``E(p, q)`` is not finite (``+inf`` or ``nan`` Deltas) are sorted
+    stably with ``nan`` padding. The result is exactly the order of a stable sort in each segment.
+    """
+    lp, lq = table.len[rp], table.len[rq]
+    counts = lp * lq
+    seg_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    total = int(counts.sum())
+    delta_out = np.empty(total)
+    weight_out = np.empty(total)
+    col = energy.index[table.pos]  # near lists as rows of the E table
+    exotic = ~np.isfinite(e_pair)
+    width_of = _WIDTHS[np.searchsorted(_WIDTHS, counts)]
+    for w in np.unique(width_of[counts > 0]):
+        w = int(w)
+        segs = np.flatnonzero(width_of == w)
+        t = np.arange(w)
+        step = max(1, _SORT_BLOCK // w)
+        for s in range(0, segs.size, step):
+            j = segs[s : s + step]
+            n_j = counts[j][:, None]
+            valid = t[None, :] < n_j
+            b = lq[j][:, None]
+            i_p = np.minimum(((t[None, :] + 0.5) / b).astype(np.int64), lp[j][:, None] - 1)
+            i_q = np.where(valid, t[None, :] - i_p * b, 0)
+            i_p += table.start[rp[j]][:, None]
+            i_q += table.start[rq[j]][:, None]
+            delta = energy.e[col[i_p], col[i_q]]
+            delta -= e_pair[j][:, None]
+            weight = table.v[i_p] * table.v[i_q]
+            out = seg_start[j][:, None] + t[None, :]
+            if w > 1:
+                odd = exotic[j]
+                delta[~valid] = np.inf
+                o = np.argsort(delta, axis=1)
+                d_sorted = np.take_along_axis(delta, o, axis=1)
+                tied = (d_sorted[:, 1:] == d_sorted[:, :-1]) & valid[:, 1:]
+                redo = np.flatnonzero(tied.any(axis=1) | odd)
+                if redo.size:  # equal Deltas: the stable order (original position) decides
+                    sub = delta[redo]
+                    sub[~valid[redo]] = np.nan
+                    o[redo] = np.argsort(sub, axis=1, kind="stable")
+                    d_sorted[redo] = np.take_along_axis(sub, o[redo], axis=1)
+                delta = d_sorted
+                weight = np.take_along_axis(weight, o, axis=1)
+            delta_out[out[valid]] = delta[valid]
+            weight_out[out[valid]] = weight[valid]
+    return delta_out, weight_out
+
+
+def _answer_chunk(
+    delta: np.ndarray,
+    weight: np.ndarray,
+    counts: np.ndarray,
+    qseg: np.ndarray,
+    target: np.ndarray,
+    fallback: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2 on one chunk of sorted candidates: the running sum, then a bisection per query.
+
+    The running sum spans the whole chunk, as in the former search, whose rounding it reproduces
+    exactly; queries that share a segment and the chunk's single target are answered once.
+    """
+    total = delta.size
+    seg_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    cum = np.cumsum(weight)
+    cum0 = np.concatenate([[0.0], cum])
+    seg_base = cum0[seg_start]
+    seg_total = np.where(counts > 0, cum0[seg_start + counts] - seg_base, 0.0)
+    if target.size and np.all(target == target[0]):
+        useg, inv = np.unique(qseg, return_inverse=True)
+        utarget = np.full(useg.size, target[0])
+    else:
+        useg, utarget, inv = qseg, target, np.arange(qseg.size)
+    n_q = useg.size
+    lo_i = seg_start[useg].copy()
+    hi_i = lo_i + counts[useg]
+    for _ in range(int(np.ceil(np.log2(counts.max() + 1))) + 1 if counts.size else 0):
+        active = lo_i < hi_i
+        if not active.any():
+            break
+        mid = (lo_i + hi_i) // 2
+        below = np.zeros(n_q, dtype=bool)
+        below[active] = cum[np.minimum(mid[active], total - 1)] - seg_base[useg[active]] < utarget[active]
+        lo_i = np.where(active & below, mid + 1, lo_i)
+        hi_i = np.where(active & ~below, mid, hi_i)
+    n_below = lo_i - seg_start[useg]
+    ok = (n_below < counts[useg]) & (utarget <= seg_total[useg] + 1e-15) & (utarget <= 1.0)
+    x = np.full(n_q, np.inf)
+    idx = seg_start[useg] + np.minimum(n_below, np.maximum(counts[useg] - 1, 0))
+    x[ok] = delta[idx[ok]]
+    if fallback == "second_largest":
+        miss = ~ok & (counts[useg] > 0)
+        last = seg_start[useg] + counts[useg] - 1
+        second = np.where(counts[useg] >= 2, last - 1, last)
+        x[miss] = delta[second[miss]]
+    return x[inv], ok[inv]
 
 
 def _margin_unique(
@@ -218,6 +479,7 @@ def _margin_unique(
     fallback: str,
     table: _NearTable,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Run the former search on one chunk (used when the ``E`` table would be too large)."""
     k = model.instance.n_records
     rp, rq = table.rows(up), table.rows(uq)
     counts = table.len[rp] * table.len[rq]
@@ -306,20 +568,23 @@ def safety_margins(model: SelectionModel, x: np.ndarray, x2: np.ndarray) -> Marg
     if cfg.margin_fallback == "infinite" and todo.size:
         # h never exceeds (sum_s v[p, s]) (sum_s' v[q, s']): if the neighbourhoods' smallest masses
         # cannot reach the target, some (p, q) is unreachable and xi_hat is infinite. No search needed.
-        mass = np.zeros(table.records.size)
-        np.add.at(mass, np.repeat(np.arange(table.records.size), table.len), table.v)
-        min_mass = mass[table.rows(nb.ravel())].reshape(nb.shape).min(axis=1)
+        min_mass = table.mass[table.rows(nb.ravel())].reshape(nb.shape).min(axis=1)
         hopeless = min_mass[ia[todo]] * min_mass[ib[todo]] < target[todo]
         xi_hat[todo[hopeless]] = np.inf
         unreachable[todo[hopeless]] = True
         todo = todo[~hopeless]
+    energy = None
+    if todo.size:
+        # Work bound: every query's candidates (distinct record pairs are fewer).
+        len_sum = table.len[table.rows(nb)].sum(axis=1).astype(float)
+        energy = _EnergyTable.maybe(model, table, float((len_sum[ia[todo]] * len_sum[ib[todo]]).sum()))
     step = max(1, 5_000_000 // (g * g))  # queries per call; candidates are deduplicated inside
     for start in range(0, todo.size, step):
         chunk = todo[start : start + step]
         pp = np.repeat(nb[ia[chunk]], g, axis=1).ravel()
         qq = np.tile(nb[ib[chunk]], (1, g)).ravel()
         tt = np.repeat(np.minimum(target[chunk], 1.0), g * g)
-        xi, reached = margin_for_records(model, pp, qq, tt, fallback=cfg.margin_fallback, table=table)
+        xi, reached = margin_for_records(model, pp, qq, tt, fallback=cfg.margin_fallback, table=table, energy=energy)
         xi = xi.reshape(chunk.size, g * g)
         ok = reached.reshape(chunk.size, g * g).all(axis=1)
         xi_hat[chunk] = xi.max(axis=1)

@@ -4,7 +4,6 @@ The regression test ``tests/test_margins_identity.py`` checks that the shipped s
 bit-identical margins and the same flags as this code. Do not edit it.
 """
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -7,10 +7,10 @@ anchor pairs: the margins must be bit-identical (``inf`` and ``nan`` included) a
 
 from __future__ import annotations
 
+import margins_reference as ref
 import numpy as np
 import pytest
 
-import margins_reference as ref
 import panda
 import panda.margins as pm
 from panda.anchors import SelectionModel, sample_anchor_sets
@@ -40,7 +40,9 @@ def _pairs(network: str, n_records: int, name: str, overrides: dict, seed: int):
     return model, union[i[keep]], union[j[keep]]
 
 
-@pytest.mark.parametrize("network,n_records,seed", [("kotka", 224, 0), ("neubrandenburg", 400, 1), ("liechtenstein", 300, 2)])
+@pytest.mark.parametrize(
+    "network,n_records,seed", [("kotka", 224, 0), ("neubrandenburg", 400, 1), ("liechtenstein", 300, 2)]
+)
 @pytest.mark.parametrize("name,overrides", SETTINGS)
 def test_safety_margins_are_bit_identical_to_the_former_search(network, n_records, seed, name, overrides):
     model, x, x2 = _pairs(network, n_records, name, overrides, seed)
@@ -66,3 +68,14 @@ def test_margin_for_records_is_bit_identical_for_any_target(network, fallback):
     xi_old, ok_old = ref.margin_for_records(model, p, q, t, fallback=fallback)
     np.testing.assert_array_equal(xi_new, xi_old, strict=True)
     np.testing.assert_array_equal(ok_new, ok_old, strict=True)
+
+
+@pytest.mark.parametrize("network,n_records", [("kotka", 224), ("liechtenstein", 500), ("helsinki", 800)])
+def test_the_pruned_diameter_equals_the_all_pairs_maximum(network, n_records):
+    """gamma = d_max / div: the pruned diameter (K = 20,000 in 0.02 s instead of 20 s) is the brute-force value."""
+    for seed in range(3):
+        inst = panda.make_instance(panda.load_city(network), n_records=n_records, n_users=5, seed=seed)
+        brute = max(
+            float(inst.distances_km(np.arange(s, min(s + 100, n_records))).max()) for s in range(0, n_records, 100)
+        )
+        assert inst.d_max_km == brute
