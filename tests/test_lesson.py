@@ -343,3 +343,24 @@ def test_the_trade_off_curve_tab():
     assert {0.5, 5.0, 50.0} <= eps_points  # every point carries its eps for the click handler
     assert any("Click a point" in c.value for c in at.caption)
     assert not at.toggle(key="lesson_curve_lp").value  # the optimal LP only on request
+
+
+def test_lesson_survives_seed_city_size_and_preset_changes():
+    """The guide's walk: change seed, preset, city and size, then other controls; never an exception."""
+    at = make_app(K="500")
+    at.session_state["lesson_mech"] = "em"
+    run_ok(at)
+    at.selectbox(key="lesson_a").set_value(450).run()
+    at.number_input(key="w_seed").set_value(3).run()
+    at.slider(key="lesson_eps").set_value(2.0).run()
+    assert not at.exception and not at.error
+    at.number_input(key="w_K").set_value(200).run()  # place 450 no longer exists
+    assert not at.exception and not at.error
+    assert 0 <= at.selectbox(key="lesson_a").value < 200
+    at.selectbox(key="w_city").set_value("kotka").run()
+    at.selectbox(key="lesson_mech").set_value("panda-p").run()
+    assert not at.exception and not at.error
+    at.radio(key="w_preset").set_value("paper").run()
+    at.slider(key="lesson_eps").set_value(10.0).run()
+    assert not at.exception and not at.error
+    assert metric(at, "Error at A").endswith(" m") or metric(at, "Error at A") == "—"
