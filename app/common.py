@@ -14,7 +14,7 @@ from app import state
 from app.analysis import fmt_m, fmt_pct, fmt_s
 from app.messages import plain_error, short_status
 from app.params import Params, to_config
-from app.worker import WorkerError
+from panda.execution import JobError
 
 #: What to change when a setting is too heavy (in plain words).
 HEAVY_HINT = (
@@ -104,7 +104,7 @@ def load_view(params: Params) -> View | None:
         result = state.call_with_progress(
             state.panda_result, params.instance_key, state.config_items(config), params.seed, on_progress=on_progress
         )
-    except WorkerError as exc:
+    except JobError as exc:
         slot.empty()
         show_error("This setting is too heavy for the dashboard.", exc, HEAVY_HINT)
         return None

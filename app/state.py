@@ -1,7 +1,7 @@
 """The dashboard's caches: the ONLY module with st.cache_resource and st.cache_data.
 
-* Road networks and the worker processes are resources (``st.cache_resource``), shared by every
-  session; networks are read-only.
+* Road networks and the executor of the heavy jobs are resources (``st.cache_resource``), shared by
+  every session; networks are read-only.
 * Instances, PAnDA results, lower bounds, sweeps, baselines and audits are data (``st.cache_data``):
   keyed by plain hashable values, bounded (``max_entries``), each session gets its own copy.
 
@@ -9,14 +9,14 @@ Cached functions are pure functions of their arguments and never call ``st.*`` (
 either: they may run in a helper thread). A progress callback, left out of the cache key by its
 leading underscore, only puts messages on a queue; :func:`call_with_progress` runs the function in a
 helper thread and shows those messages from the script thread. The heavy work itself (PAnDA runs,
-sweeps, baselines, the PmDP audit) runs in :mod:`app.worker`'s processes, with a memory cap and a
-time limit.
+sweeps, baselines, the PmDP audit, trade-off curves: :data:`panda.jobs.JOBS`) runs on Dask worker
+processes through :mod:`panda.execution`, with a memory limit, a time limit, priorities (interactive
+jobs first) and sharing (identical jobs of several sessions run once).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import queue
 import threading
 import time
@@ -29,7 +29,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 
 import panda
 from app.params import parse_source
-from app.worker import WorkerPool
+from panda.execution import HIGH, LOW, Executor, close_executor, default_n_workers, get_executor
 
 __all__ = [
     "MAX_LOWER_BOUND_ROWS",
@@ -55,7 +55,7 @@ MAX_ENTRIES = 16
 #: Largest Relaxed AnPO the dashboard solves (LP constraint rows = kept ordered pairs x outputs).
 #: Beyond this HiGHS needs longer than its time limit just to load the model.
 MAX_LOWER_BOUND_ROWS = 600_000
-#: Time limit of one PAnDA run or one delta sweep in the worker process, seconds.
+#: Time limit of one PAnDA run or one delta sweep on its worker, seconds.
 JOB_TIMEOUT_S = 90.0
 #: Config fields that change neither the anchor draws nor the Relaxed AnPO: the lower bound's cache key sets
 #: them to the dashboard's defaults (so the default view's lower bound reuses its own PAnDA run, and a
@@ -72,18 +72,18 @@ def _config(items: tuple) -> panda.PandaConfig:
     return panda.PandaConfig(**dict(items))
 
 
-#: Worker processes for the heavy computations (one per core, at least 2, at most 4).
-N_WORKERS = min(max(os.cpu_count() or 2, 2), 4)
+#: Local worker processes for the heavy computations (one per core, at least 2; see panda.execution).
+N_WORKERS = default_n_workers()
 
 
-def _close_workers(pool: WorkerPool) -> None:
-    pool.close()
+def _close_executor(executor: Executor) -> None:
+    close_executor(executor)
 
 
-@st.cache_resource(max_entries=1, show_spinner=False, on_release=_close_workers)
-def panda_worker() -> WorkerPool:
-    """The worker processes of the heavy computations (memory cap, time limit), shared by all sessions."""
-    return WorkerPool(N_WORKERS)
+@st.cache_resource(max_entries=1, show_spinner=False, on_release=_close_executor, validate=lambda ex: not ex.closed)
+def panda_worker() -> Executor:
+    """The executor of the heavy jobs (panda.execution: Dask workers, local or PANDA_DASK_SCHEDULER's), shared."""
+    return get_executor()
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -116,9 +116,11 @@ def instance(source: str, n_records: int, n_users: int, n_outputs: int, seed: in
 def panda_result(
     instance_key: tuple, items: tuple, seed: int, _progress: Callable[[str, float], None] | None = None
 ) -> panda.PandaResult:
-    """One PAnDA run (``items``: :func:`config_items` of its config), in the worker process."""
+    """One PAnDA run (``items``: :func:`config_items` of its config), on a worker."""
     inst = instance(*instance_key)
-    return panda_worker().run("run_panda", inst, items, seed, timeout_s=JOB_TIMEOUT_S, progress=_progress)
+    return panda_worker().run(
+        "run_panda", inst, items, seed, timeout_s=JOB_TIMEOUT_S, priority=HIGH, progress=_progress
+    )
 
 
 def _lower_bound_items(items: tuple) -> tuple:
@@ -169,16 +171,20 @@ def _lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: flo
 def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> list[dict]:
     """PAnDA at several delta values (no lower bound): violation rate and flagged pairs per delta."""
     inst = instance(*instance_key)
-    return panda_worker().run("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S)
+    return panda_worker().run("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S, priority=LOW)
 
 
 #: A baseline matrix is K x M floats (0.4 MB at K = 500, M = 100): the Lesson caches one per mechanism and eps.
 @st.cache_data(max_entries=64, show_spinner=False)
 def baseline(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> Any:
-    """A baseline mechanism (panda.mechanisms.BASELINES[name]) on the view's instance, in the worker process."""
+    """A baseline mechanism (panda.mechanisms.BASELINES[name]) on the view's instance, on a worker.
+
+    The optimal LP ("lp") is a long job (low priority); the other mechanisms are interactive.
+    """
     limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
+    priority = LOW if name == "lp" else HIGH
     return panda_worker().run(
-        "baseline", instance(*instance_key), name, float(epsilon_per_km), options, timeout_s=limit
+        "baseline", instance(*instance_key), name, float(epsilon_per_km), options, timeout_s=limit, priority=priority
     )
 
 
@@ -234,10 +240,10 @@ def start(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
 def pmdp_audit(instance_key: tuple, items: tuple, seed: int, n_record_pairs: int) -> Any:
-    """The exact (eps, delta)-PmDP audit of a view's PAnDA run (panda.pmdp.audit_panda), in the worker process."""
+    """The exact (eps, delta)-PmDP audit of a view's PAnDA run (panda.pmdp.audit_panda), on a worker."""
     res = panda_result(instance_key, items, seed)
     inst = instance(*instance_key)
-    return panda_worker().run("audit_panda", res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S)
+    return panda_worker().run("audit_panda", res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S, priority=HIGH)
 
 
 def call_with_progress(
@@ -353,7 +359,7 @@ def tradeoff_method(
     lp_time_limit_s: float,
     _progress: Callable[[str, float], None] | None = None,
 ) -> list[dict]:
-    """One method's curve rows (panda.tradeoff.tradeoff_curve), in the worker process; raises WorkerError."""
+    """One method's curve rows (panda.tradeoff.tradeoff_curve), on a worker (a long job); raises JobError."""
     inst = instance(*instance_key)
     options = (("time_limit_s", TRADEOFF_POINT_LIMIT_S), ("method_budget_s", TRADEOFF_METHOD_BUDGET_S))
     return panda_worker().run(
@@ -366,6 +372,7 @@ def tradeoff_method(
         float(lp_time_limit_s),
         options,
         timeout_s=_tradeoff_timeout_s(method, len(epsilons), lp_time_limit_s),
+        priority=LOW,
         progress=_progress,
     )
 

@@ -185,7 +185,8 @@ def test_figure(curve):
 def test_dashboard_curve_runs_in_the_worker_and_reports_failures(monkeypatch):
     pytest.importorskip("streamlit")
     from app import state
-    from app.worker import JOBS, WorkerError
+    from panda.execution import JobError
+    from panda.jobs import JOBS
 
     assert "tradeoff_curve" in JOBS
     key = ("city:kotka", 40, 6, 10, 0)
@@ -203,7 +204,7 @@ def test_dashboard_curve_runs_in_the_worker_and_reports_failures(monkeypatch):
         assert all(r["outcome"] == "solved" for r in rows) and messages and messages[-1] == 1.0
 
         def broken(*args, **kwargs):
-            raise WorkerError("the computation did not finish within 60 s and was stopped")
+            raise JobError("the computation did not finish within 60 s and was stopped")
 
         monkeypatch.setattr(state, "tradeoff_method", broken)
         rows = state.tradeoff_curve(key, ("lp-ca",), (2.0, 20.0), (), 0, 5.0)

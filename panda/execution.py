@@ -1,0 +1,755 @@
+"""The library's one execution layer: heavy jobs on Dask distributed worker processes.
+
+A process-wide :class:`Executor` (:func:`get_executor`) runs jobs on a Dask cluster:
+
+* **Local by default**: a scheduler in this process and ``max(cores, 2)`` worker processes (one
+  thread each), every worker under a nanny with a memory limit (:func:`memory_limit_bytes`): a worker
+  that grows past it is restarted by its nanny, and an address-space cap set in the worker
+  (:func:`dask_setup`) turns one huge allocation into a MemoryError first. The workers are
+  ``dask worker`` processes started from the project root, not ``LocalCluster(processes=True)``:
+  that one starts its workers with multiprocessing's *spawn*, which re-runs ``sys.modules["__main__"]``,
+  and under Streamlit that is the app script (measured: the nanny fails to start).
+* **A cluster when named**: ``PANDA_DASK_SCHEDULER=tcp://host:8786`` (or ``Executor(address)``)
+  connects to an existing scheduler instead. Its workers must import ``panda`` (run them from the
+  project's checkout or install the package: ``cd /path/to/checkout && PYTHONPATH=. dask worker ...``),
+  one thread each (``--nthreads 1``), optionally ``--preload panda.execution`` for the address-space
+  cap and warm imports, ``--resources long=1`` on the workers that may run long jobs (see below).
+
+:meth:`Executor.run` returns a job's value or raises :class:`JobError` / :class:`JobTimeout` with a
+readable message (never a traceback):
+
+* **Time limit**: counted from the moment a worker starts the job; past it the job is cancelled and its
+  worker restarted through the scheduler (``Client.restart_workers``: a running Python task cannot be
+  interrupted otherwise). A job no worker starts within ``queue_limit_s`` is withdrawn.
+* **Memory**: MemoryError in the job, or the death of its worker (the nanny's memory limit, a crash),
+  is a JobError; a worker that saw a MemoryError is restarted. The server never runs the job itself.
+* **Progress**: the job's ``progress(phase, fraction)`` calls become Dask events (``log_event`` on the
+  worker, ``subscribe_topic`` here) that ``run`` relays to its ``progress`` callback in the caller's
+  thread.
+* **Priorities**: :data:`HIGH` (interactive: a PAnDA run, a mechanism matrix, an audit) is scheduled
+  before :data:`LOW` (long: sweeps, trade-off curves, the optimal LP), through Dask's ``priority=``.
+  Dask never pre-empts a running task, so long jobs are also kept off one worker: they need the worker
+  resource ``long`` (the local cluster gives it to all workers but the first; a cluster without any
+  ``long`` worker runs long jobs anywhere). A student's slider therefore never waits for another's LP.
+* **Sharing**: a job's Dask key is its name plus a hash of its arguments (:func:`job_key`), so
+  identical jobs from different sessions join one computation in flight instead of repeating it.
+
+:meth:`Executor.submit` returns a ``distributed.Future`` (for many jobs at once) and
+:meth:`Executor.result` waits for one under the same rules.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import inspect
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "HIGH",
+    "LOW",
+    "SCHEDULER_ENV",
+    "Executor",
+    "JobError",
+    "JobTimeout",
+    "close_executor",
+    "dask_setup",
+    "get_executor",
+    "job_key",
+    "memory_limit_bytes",
+]
+
+log = logging.getLogger(__name__)
+
+#: Environment variable naming an existing scheduler (``tcp://host:port``): connect instead of starting one.
+SCHEDULER_ENV = "PANDA_DASK_SCHEDULER"
+#: Environment variable overriding the number of local worker processes.
+WORKERS_ENV = "PANDA_DASK_WORKERS"
+#: Environment variable with a worker's address-space cap in bytes (read by :func:`dask_setup`).
+ADDRESS_SPACE_ENV = "PANDA_WORKER_ADDRESS_SPACE"
+#: Priority of interactive jobs (someone waits for them) and of long ones.
+HIGH = 10
+LOW = 0
+#: The worker resource long jobs need (when some worker of the cluster has it).
+LONG_RESOURCE = "long"
+#: Dask event topic of the jobs' start and progress messages.
+EVENT_TOPIC = "panda-job"
+#: Share of the machine's memory the local workers may use together, and one worker's absolute cap.
+MEMORY_FRACTION = 0.4
+MEMORY_CAP_BYTES = 8 * 2**30
+#: A worker's address space may exceed its memory limit by this much (thread stacks, libraries, maps).
+ADDRESS_SPACE_HEADROOM_BYTES = 2 * 2**30
+#: Seconds to wait for a restarted worker, and for the scheduler's connection.
+START_TIMEOUT_S = 120.0
+#: Seconds a job may wait for a worker to start it before it is withdrawn.
+QUEUE_LIMIT_S = 300.0
+#: Least seconds between two progress messages of one job (phase changes are always sent).
+PROGRESS_INTERVAL_S = 0.1
+#: A local worker exits when its scheduler (this process) has been gone this long, seconds.
+DEATH_TIMEOUT_S = 60
+#: The project root: local workers run from there (they import ``panda``).
+ROOT = Path(__file__).resolve().parent.parent
+
+MEMORY_MESSAGE = "MemoryError: the computation needs more memory than the dashboard allows"
+CRASH_MESSAGE = "the computation crashed its process (its worker died; out of memory?)"
+
+
+class JobError(RuntimeError):
+    """A job failed: its exception (as ``"Type: message"``), MemoryError, or the death of its worker."""
+
+
+class JobTimeout(JobError):
+    """A job ran past its time limit (or found no worker); it was stopped and its worker restarted."""
+
+
+class JobMemoryError(JobError):
+    """Raised on the worker for a MemoryError in a job (the client restarts that worker)."""
+
+
+def memory_limit_bytes(n_workers: int = 1) -> int:
+    """One worker's memory limit, bytes: the workers together get :data:`MEMORY_FRACTION` of the machine."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return MEMORY_CAP_BYTES
+    return int(min(MEMORY_CAP_BYTES, MEMORY_FRACTION * total / max(n_workers, 1)))
+
+
+def default_n_workers() -> int:
+    """Local worker processes: ``PANDA_DASK_WORKERS``, else one per core, at least 2."""
+    value = os.environ.get(WORKERS_ENV, "").strip()
+    if value:
+        return max(int(value), 2)
+    return max(os.cpu_count() or 2, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys: identical jobs share one Dask key
+# ---------------------------------------------------------------------------------------------
+
+_NORMALIZERS_REGISTERED = False
+
+
+def _register_normalizers() -> None:
+    """Hash panda's road networks and instances by their public fields (not their lazy ``_cache``)."""
+    global _NORMALIZERS_REGISTERED
+    if _NORMALIZERS_REGISTERED:
+        return
+    from dask.base import normalize_token
+
+    from panda.instance import Instance
+    from panda.network import RoadNetwork
+
+    def public_fields(obj: Any) -> tuple:
+        fields = [f.name for f in dataclasses.fields(obj) if not f.name.startswith("_")]
+        return (type(obj).__qualname__, [(name, normalize_token(getattr(obj, name))) for name in fields])
+
+    normalize_token.register((Instance, RoadNetwork))(public_fields)
+    _NORMALIZERS_REGISTERED = True
+
+
+def job_key(label: str, args: tuple, kwargs: dict | None = None) -> str:
+    """Return the Dask key of a job: ``"<label>-<hash of the arguments>"``, the same for equal arguments.
+
+    Arguments dask cannot hash deterministically give a unique key (the job is then not shared).
+    """
+    from dask.base import tokenize
+
+    _register_normalizers()
+    try:
+        token = tokenize(label, args, kwargs or {}, ensure_deterministic=True)
+    except Exception:  # noqa: BLE001 (an unhashable argument: run the job unshared)
+        token = uuid.uuid4().hex
+    return f"{label}-{token}"
+
+
+# ---------------------------------------------------------------------------------------------
+# On the worker
+# ---------------------------------------------------------------------------------------------
+
+
+def dask_setup(worker: Any) -> None:  # pragma: no cover (runs in the worker process)
+    """Dask preload hook (``dask worker ... --preload panda.execution``): cap the address space, import panda.
+
+    The cap is ``PANDA_WORKER_ADDRESS_SPACE`` bytes, else the worker's memory limit plus
+    :data:`ADDRESS_SPACE_HEADROOM_BYTES` (none without a memory limit): a single allocation beyond it
+    raises MemoryError in the job instead of pushing the machine into swap or the OOM killer.
+    """
+    value = os.environ.get(ADDRESS_SPACE_ENV, "").strip()
+    limit = int(value) if value else 0
+    if not limit:
+        memory = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
+        limit = int(memory) + ADDRESS_SPACE_HEADROOM_BYTES if memory else 0
+    if limit > 0:
+        try:
+            import resource
+
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (limit if hard < 0 else min(limit, hard), hard))
+        except (ImportError, ValueError, OSError):
+            pass
+    import panda  # noqa: F401  (the first job starts warm)
+
+
+class _Reporter:
+    """A job's ``progress(phase, fraction)`` on the worker: throttled Dask events for the client."""
+
+    def __init__(self, worker: Any, key: str) -> None:
+        self._worker, self._key = worker, key
+        self._phase: str | None = None
+        self._last = 0.0
+
+    def __call__(self, phase: str, fraction: float) -> None:
+        now = time.monotonic()
+        phase = str(phase)
+        if phase == self._phase and now - self._last < PROGRESS_INTERVAL_S:
+            return
+        self._phase, self._last = phase, now
+        msg = {"key": self._key, "event": "progress", "phase": phase, "fraction": float(fraction)}
+        self._worker.log_event(EVENT_TOPIC, msg)
+
+
+def _takes_progress(fn: Callable[..., Any]) -> bool:
+    try:
+        return "progress" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _execute(target: str | Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Run one job on a worker (the Dask task of every job): announce its start, turn failures into JobError."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    key = worker.get_current_task()
+    worker.log_event(EVENT_TOPIC, {"key": key, "event": "start", "worker": worker.address, "pid": os.getpid()})
+    try:
+        if isinstance(target, str):
+            from panda.jobs import JOBS
+
+            fn = JOBS[target]
+        else:
+            fn = target
+        if _takes_progress(fn):
+            kwargs = {**kwargs, "progress": _Reporter(worker, key)}
+        return fn(*args, **kwargs)
+    except MemoryError:
+        raise JobMemoryError(MEMORY_MESSAGE) from None
+    except JobError:
+        raise
+    except Exception as exc:  # reported as a plain message; the worker lives on
+        raise JobError(_describe(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# In the client (the dashboard's server, a script)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False)
+class _Flight:
+    """One job in flight, shared by every caller waiting for its key."""
+
+    key: str
+    submitted: float
+    base: str = ""
+    future: Any = None
+    started: float | None = None
+    worker: str | None = None
+    stopped: str | None = None
+    waiters: list = dataclasses.field(default_factory=list)
+
+
+class Executor:
+    """Jobs on a Dask cluster: a local one started here, or an existing scheduler's.
+
+    Parameters
+    ----------
+    address
+        A scheduler address (``tcp://host:port``) to connect to; default: ``PANDA_DASK_SCHEDULER``,
+        else a local cluster.
+    n_workers
+        Local worker processes (default :func:`default_n_workers`); ignored for a named scheduler.
+    memory_limit
+        One local worker's memory limit, bytes (default :func:`memory_limit_bytes`).
+    address_space
+        One local worker's address-space cap, bytes (default: ``memory_limit`` plus
+        :data:`ADDRESS_SPACE_HEADROOM_BYTES`; 0: none).
+    queue_limit_s
+        Seconds a job may wait for a worker to start it.
+    worker_log
+        File for the local workers' output (default: discarded).
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        n_workers: int | None = None,
+        memory_limit: int | None = None,
+        address_space: int | None = None,
+        queue_limit_s: float = QUEUE_LIMIT_S,
+        worker_log: str | os.PathLike | None = None,
+    ) -> None:
+        from distributed import Client
+
+        self.queue_limit_s = float(queue_limit_s)
+        self._lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}  # by Dask key
+        self._current: dict[str, str] = {}  # job key -> Dask key of its flight
+        self._reissued: dict[str, int] = {}  # job key -> times it was stopped (a stopped key is not reused)
+        self._procs: list[subprocess.Popen] = []
+        self._cluster: Any = None
+        self._closed = False
+        self._restarts: list[threading.Thread] = []
+        self._long_checked = -1e9
+        self._long_available = False
+        #: Worker addresses restarted by this executor (time limits, MemoryError), oldest first.
+        self.restarted: list[str] = []
+        address = address or os.environ.get(SCHEDULER_ENV, "").strip() or None
+        if address is None:
+            self.n_workers = int(n_workers) if n_workers else default_n_workers()
+            self.memory_limit = int(memory_limit) if memory_limit else memory_limit_bytes(self.n_workers)
+            self.address_space = (
+                int(address_space) if address_space is not None else self.memory_limit + ADDRESS_SPACE_HEADROOM_BYTES
+            )
+            address = self._start_local(worker_log)
+            self.local = True
+        else:
+            self.n_workers = 0
+            self.memory_limit = 0
+            self.address_space = 0
+            self.local = False
+        self.address = address
+        try:
+            self.client = Client(address, set_as_default=False, timeout=START_TIMEOUT_S)
+        except BaseException:
+            self._stop_local()
+            raise
+        self.client.subscribe_topic(EVENT_TOPIC, self._on_event)
+        # Registered after distributed's own exit handlers (atexit runs last-in first-out): at exit this
+        # executor closes its client and workers before distributed closes the scheduler under them.
+        atexit.register(self.close)
+
+    # --- the local cluster ---------------------------------------------------------------------
+
+    def _start_local(self, worker_log: str | os.PathLike | None) -> str:
+        """Start a scheduler in this process and the worker processes; return the scheduler's address."""
+        from distributed import LocalCluster
+
+        self._cluster = LocalCluster(
+            n_workers=0,
+            processes=True,
+            host="127.0.0.1",
+            scheduler_port=0,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},  # its HTTP routes (health, metrics): any free port
+            silence_logs=logging.ERROR,
+        )
+        # A job that kills its worker is tried once more, not the default three times.
+        self._cluster.scheduler.allowed_failures = 1
+        address = self._cluster.scheduler_address
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            ADDRESS_SPACE_ENV: str(self.address_space),
+        }
+        env.pop(SCHEDULER_ENV, None)
+        out = open(worker_log, "ab") if worker_log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        common = [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nthreads",
+            "1",
+            "--memory-limit",
+            str(self.memory_limit),
+            "--death-timeout",
+            str(DEATH_TIMEOUT_S),
+            "--no-dashboard",
+            "--host",
+            "127.0.0.1",
+            "--preload",
+            "panda.execution",
+        ]
+        groups = [
+            ["--nworkers", "1", "--name", "panda-interactive"],
+            ["--nworkers", str(self.n_workers - 1), "--name", "panda-long", "--resources", f"{LONG_RESOURCE}=1"],
+        ]
+        try:
+            for extra in groups:
+                proc = subprocess.Popen(
+                    common + extra, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+                )
+                self._procs.append(proc)
+        finally:
+            if worker_log:
+                out.close()
+        return address
+
+    def _stop_local(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self._procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                _kill_tree(proc.pid)
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+        self._procs = []
+        if self._cluster is not None:
+            try:
+                self._cluster.close(timeout=10)
+            except Exception:  # noqa: BLE001 (closing anyway)
+                pass
+            self._cluster = None
+
+    # --- state -----------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`, or when the connection to the scheduler is gone for good."""
+        return self._closed or self.client.status in ("closing", "closed")
+
+    def worker_info(self) -> dict[str, dict]:
+        """Return the scheduler's workers: address -> {"name", "resources", "pid", ...}."""
+        return dict(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def wait_for_workers(self, n: int | None = None, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Wait until ``n`` workers (default: all local ones, else 1) are connected."""
+        self.client.wait_for_workers(n or self.n_workers or 1, timeout=timeout_s)
+
+    def _long_resources(self) -> dict | None:
+        """``{"long": 1}`` when some worker has that resource (local cluster: always), else None."""
+        if self.local:
+            return {LONG_RESOURCE: 1}
+        now = time.monotonic()
+        if now - self._long_checked > 10.0:
+            try:
+                workers = self.worker_info().values()
+                self._long_available = any(LONG_RESOURCE in (w.get("resources") or {}) for w in workers)
+            except Exception:  # noqa: BLE001 (unknown: run long jobs anywhere)
+                self._long_available = False
+            self._long_checked = now
+        return {LONG_RESOURCE: 1} if self._long_available else None
+
+    # --- events from the workers -----------------------------------------------------------------
+
+    def _on_event(self, event: tuple) -> None:
+        """Hand a job's start or progress event to its waiters (called in the client's event loop)."""
+        msg = event[1] if isinstance(event, tuple) and len(event) == 2 else event
+        if not isinstance(msg, dict):
+            return
+        with self._lock:
+            flight = self._flights.get(str(msg.get("key")))
+            if flight is None:
+                return
+            if msg.get("event") == "start":
+                flight.started = time.monotonic()
+                flight.worker = msg.get("worker")
+                item = ("start",)
+            else:
+                item = ("progress", str(msg.get("phase", "")), float(msg.get("fraction", 0.0)))
+            waiters = list(flight.waiters)
+        for waiter in waiters:
+            waiter.put(item)
+
+    def _landed(self, flight: _Flight) -> None:
+        """Forget ``flight`` (its future finished, failed or was cancelled) and wake its waiters."""
+        with self._lock:
+            self._forget(flight)
+            waiters = list(flight.waiters)
+        for waiter in waiters:
+            waiter.put(("done",))
+
+    def _forget(self, flight: _Flight) -> None:
+        """Drop ``flight`` from the tables (under the lock)."""
+        if self._flights.get(flight.key) is flight:
+            del self._flights[flight.key]
+        if self._current.get(flight.base) == flight.key:
+            del self._current[flight.base]
+
+    # --- jobs ------------------------------------------------------------------------------------
+
+    def _submit(
+        self, target: str | Callable[..., Any], args: tuple, kwargs: dict, priority: int | None, key: str | None
+    ) -> _Flight:
+        if self.closed:
+            msg = "the computing cluster was shut down"
+            raise JobError(msg)
+        if isinstance(target, str):
+            from panda.jobs import JOB_PRIORITY, JOBS
+
+            if target not in JOBS:
+                msg = f"Unknown job {target!r}; known: {sorted(JOBS)}."
+                raise ValueError(msg)
+            label = target
+            if priority is None:
+                priority = JOB_PRIORITY.get(target, HIGH)
+        else:
+            label = getattr(target, "__name__", "job")
+        priority = HIGH if priority is None else int(priority)
+        base = key or job_key(label, args, kwargs)
+        with self._lock:
+            flight = self._flights.get(self._current.get(base, ""))
+            if flight is not None and flight.stopped is None:
+                return flight  # joined: the same job is already in flight
+            # A stopped job's key is not submitted again (the scheduler may still be cancelling it).
+            reissued = self._reissued.get(base, 0)
+            key = f"{base}-r{reissued}" if reissued else base
+            flight = _Flight(key=key, base=base, submitted=time.monotonic())
+            self._flights[key] = flight
+            self._current[base] = key
+        resources = self._long_resources() if priority < HIGH else None
+        try:
+            future = self.client.submit(
+                _execute, target, args, kwargs, key=key, priority=priority, resources=resources, retries=0
+            )
+        except Exception as exc:
+            with self._lock:
+                self._forget(flight)
+            raise JobError(f"the job could not be submitted ({_describe(exc)})") from None
+        flight.future = future
+        future.add_done_callback(lambda _f, fl=flight: self._landed(fl))
+        return flight
+
+    def submit(
+        self,
+        fn: str | Callable[..., Any],
+        *args: Any,
+        priority: int | None = None,
+        key: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Start job ``fn(*args, **kwargs)`` and return its ``distributed.Future`` at once.
+
+        ``fn`` is a name of :data:`panda.jobs.JOBS` or a function the workers can import (a module-level
+        function of an importable module); if it has a ``progress`` parameter it gets the reporter.
+        Equal jobs in flight share one computation (and one key). Wait with :meth:`result`.
+        """
+        return self._submit(fn, args, kwargs, priority, key).future
+
+    def result(
+        self,
+        future: Any,
+        *,
+        timeout_s: float,
+        progress: Callable[[str, float], None] | None = None,
+    ) -> Any:
+        """Wait for a future of :meth:`submit` under the rules of :meth:`run`."""
+        with self._lock:
+            flight = self._flights.get(future.key)
+        if flight is None:  # already finished (or never seen here): no start time to count from
+            flight = _Flight(key=future.key, submitted=time.monotonic(), future=future, started=time.monotonic())
+        return self._wait(flight, float(timeout_s), progress)
+
+    def run(
+        self,
+        fn: str | Callable[..., Any],
+        *args: Any,
+        timeout_s: float,
+        priority: int | None = None,
+        progress: Callable[[str, float], None] | None = None,
+        key: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run job ``fn(*args, **kwargs)`` on a worker and return its value.
+
+        Parameters
+        ----------
+        fn
+            A name of :data:`panda.jobs.JOBS` (``"run_panda"``, ...) or an importable function.
+        timeout_s
+            Seconds the job may run once a worker has started it; past them it is stopped and its
+            worker restarted (:class:`JobTimeout`).
+        priority
+            :data:`HIGH` (interactive) or :data:`LOW` (long); default: the job's entry of
+            :data:`panda.jobs.JOB_PRIORITY`, else HIGH.
+        progress
+            ``progress(phase, fraction)``, called in this thread with the job's progress messages.
+        key
+            The Dask key (default :func:`job_key`: equal jobs share it and run once).
+
+        Raises
+        ------
+        JobError
+            The job failed (its exception as ``"Type: message"``, MemoryError, its worker died).
+        JobTimeout
+            Past the time limit, or no worker started it within ``queue_limit_s``.
+        """
+        flight = self._submit(fn, args, kwargs, priority, key)
+        return self._wait(flight, float(timeout_s), progress)
+
+    def _wait(self, flight: _Flight, timeout_s: float, progress: Callable[[str, float], None] | None) -> Any:
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            flight.waiters.append(inbox)
+        try:
+            while not flight.future.done():
+                try:
+                    item = inbox.get(timeout=0.1)
+                except queue.Empty:
+                    item = None
+                latest = item if item and item[0] == "progress" else None
+                while True:  # relay only the newest of a burst
+                    try:
+                        item = inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item[0] == "progress":
+                        latest = item
+                if latest is not None and progress is not None:
+                    progress(latest[1], latest[2])
+                now = time.monotonic()
+                if flight.stopped is not None and not flight.future.done():
+                    raise JobTimeout(flight.stopped)
+                if flight.started is not None and now > flight.started + timeout_s:
+                    reason = f"the computation did not finish within {timeout_s:.0f} s and was stopped"
+                    self._stop(flight, reason)
+                    raise JobTimeout(reason)
+                if flight.started is None and now > flight.submitted + self.queue_limit_s:
+                    reason = (
+                        f"the computation waited {self.queue_limit_s:.0f} s without a free worker "
+                        "(the computing cluster is busy or has no workers) and was withdrawn"
+                    )
+                    self._stop(flight, reason)
+                    raise JobTimeout(reason)
+            return self._outcome(flight)
+        finally:
+            with self._lock:
+                if inbox in flight.waiters:
+                    flight.waiters.remove(inbox)
+
+    def _outcome(self, flight: _Flight) -> Any:
+        """Return the value of a finished future, or raise the JobError that says why there is none."""
+        from distributed import KilledWorker
+
+        future = flight.future
+        status = future.status
+        if status == "cancelled":
+            raise (JobTimeout(flight.stopped) if flight.stopped else JobError("the computation was cancelled"))
+        if status == "finished":
+            try:
+                return future.result()
+            except Exception as exc:  # noqa: BLE001 (the result was lost with its worker)
+                raise JobError(f"the result could not be fetched ({_describe(exc)})") from None
+        try:
+            exc = future.exception()
+        except Exception as err:  # noqa: BLE001
+            exc = err
+        if isinstance(exc, JobMemoryError):
+            self._restart(flight.worker)
+            raise JobError(str(exc)) from None
+        if isinstance(exc, JobError):
+            raise JobError(str(exc)) from None
+        if isinstance(exc, KilledWorker):
+            raise JobError(CRASH_MESSAGE) from None
+        raise JobError(_describe(exc) if exc is not None else f"the computation ended as {status!r}") from None
+
+    def _stop(self, flight: _Flight, reason: str) -> None:
+        """Cancel a job (for every caller waiting for it) and restart the worker running it."""
+        with self._lock:
+            if flight.stopped is not None:
+                return
+            flight.stopped = reason
+            self._reissued[flight.base] = self._reissued.get(flight.base, 0) + 1
+            self._forget(flight)
+        try:
+            self.client.cancel([flight.future], reason=reason)
+        except Exception:  # noqa: BLE001 (the worker restart below stops it anyway)
+            log.debug("cancel of %s failed", flight.key, exc_info=True)
+        self._restart(flight.worker)
+
+    def _restart(self, address: str | None) -> None:
+        """Restart one worker through the scheduler, in the background (its nanny starts a fresh process)."""
+        if not address:
+            return
+        self.restarted.append(address)
+
+        def restart() -> None:
+            try:
+                self.client.restart_workers([address], timeout=START_TIMEOUT_S, raise_for_error=False)
+            except Exception:  # noqa: BLE001 (the worker may be gone already)
+                log.debug("restart of %s failed", address, exc_info=True)
+
+        thread = threading.Thread(target=restart, name="panda-worker-restart", daemon=True)
+        thread.start()
+        self._restarts.append(thread)
+
+    def close(self) -> None:
+        """Disconnect; stop the local cluster's workers and scheduler (a named scheduler is left running)."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        deadline = time.monotonic() + 30.0
+        for thread in self._restarts:  # let a restart finish before its scheduler goes
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        try:
+            self.client.close(timeout=10)
+        except Exception:  # noqa: BLE001
+            pass
+        self._stop_local()
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a process and its children (a worker group that ignored SIGTERM)."""
+    try:
+        import psutil
+
+        parent = psutil.Process(pid)
+        for child in parent.children(recursive=True):
+            child.kill()
+        parent.kill()
+    except Exception:  # noqa: BLE001 (gone already)
+        pass
+
+
+_EXECUTOR: Executor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def get_executor(address: str | None = None, **options: Any) -> Executor:
+    """Return the process-wide executor, started on first use (see :class:`Executor` for the arguments).
+
+    Later calls return the same executor whatever their arguments, until :func:`close_executor` (or a
+    lost scheduler connection) ends it.
+    """
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None or _EXECUTOR.closed:
+            if _EXECUTOR is not None:
+                _EXECUTOR.close()
+            _EXECUTOR = Executor(address, **options)
+        return _EXECUTOR
+
+
+def close_executor(executor: Executor | None = None) -> None:
+    """Close ``executor`` (default: the process-wide one); the next :func:`get_executor` starts anew."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        target = executor or _EXECUTOR
+        if target is _EXECUTOR:
+            _EXECUTOR = None
+    if target is not None:
+        target.close()

@@ -1,0 +1,101 @@
+"""The dashboard's heavy computations as named jobs, run by :mod:`panda.execution` on Dask workers.
+
+Each job is ``JOBS[name](*args, progress)``: plain, picklable arguments (instances, config items as
+sorted ``(field, value)`` tuples, numbers), a ``progress(phase, fraction)`` callback last, and a
+picklable return value. The workers import this module (``panda.jobs``), so it imports neither
+streamlit nor the dashboard: on a cluster of several machines every worker runs from the project's
+checkout (or an installed ``panda``) of the same version as the server.
+
+:data:`JOB_PRIORITY` says which jobs are interactive (a student waits for them after moving a
+slider: :data:`panda.execution.HIGH`) and which are long (sweeps, trade-off curves:
+:data:`panda.execution.LOW`); a caller may override it per call (the optimal-LP baseline is long).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["JOBS", "JOB_PRIORITY"]
+
+
+def _job_run_panda(instance, items, seed, progress):
+    """One PAnDA run; ``items``: the config as ``(field, value)`` pairs."""
+    import panda
+
+    return panda.run_panda(instance, panda.PandaConfig(**dict(items)), seed=seed, progress=progress)
+
+
+def _job_delta_sweep(instance, items, seed, deltas, progress):
+    """PAnDA at several delta values (no lower bound): violation rate, flagged pairs and loss per delta."""
+    import panda
+
+    base = panda.PandaConfig(**dict(items))
+    rows = []
+    for k, delta in enumerate(deltas):
+        progress(f"δ = {delta:g}", k / max(len(deltas), 1))
+        res = panda.run_panda(instance, base.replace(delta=float(delta), solve_relaxed=False), seed=seed)
+        n_pairs = max(int(res.pair_i.size), 1)
+        rows.append(
+            {
+                "delta": float(delta),
+                "violation_rate": res.user_pair_violation_rate,
+                "over_budget_share": float(res.pair_over_budget.sum()) / n_pairs,
+                "unreachable_share": float(res.pair_unreachable.sum()) / n_pairs,
+                "loss_m": res.loss_expected_m,
+            }
+        )
+    return rows
+
+
+def _job_baseline(instance, name, epsilon_per_km, options, progress):
+    """Build a baseline mechanism (``panda.mechanisms.BASELINES[name]``); ``options``: keywords as pairs."""
+    from panda.mechanisms import BASELINES
+
+    progress(f"building {name}", 0.0)
+    return BASELINES[name](instance, epsilon_per_km, **dict(options))
+
+
+def _job_audit_panda(result, instance, n_record_pairs, progress):
+    """Audit a PAnDA run exactly for (eps, delta)-PmDP (``panda.pmdp.audit_panda``)."""
+    from panda.pmdp import audit_panda
+
+    progress("exact PmDP audit", 0.0)
+    return audit_panda(result, instance, n_record_pairs=n_record_pairs, seed=0)
+
+
+def _job_tradeoff_curve(instance, methods, epsilons, panda_items, seed, lp_time_limit_s, options, progress):
+    """``panda.tradeoff.tradeoff_curve``; ``options``: its keyword settings as ``(name, value)`` pairs."""
+    import panda
+    from panda.tradeoff import tradeoff_curve
+
+    config = panda.PandaConfig(**dict(panda_items)) if panda_items else None
+    return tradeoff_curve(
+        instance,
+        tuple(methods),
+        tuple(epsilons),
+        panda_config=config,
+        seed=seed,
+        lp_time_limit_s=float(lp_time_limit_s),
+        progress=progress,
+        **dict(options),
+    )
+
+
+#: Job name -> function(*args, progress) run on a worker.
+JOBS: dict[str, Callable[..., Any]] = {
+    "run_panda": _job_run_panda,
+    "delta_sweep": _job_delta_sweep,
+    "baseline": _job_baseline,
+    "audit_panda": _job_audit_panda,
+    "tradeoff_curve": _job_tradeoff_curve,
+}
+
+#: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
+JOB_PRIORITY: dict[str, int] = {
+    "run_panda": 10,
+    "baseline": 10,
+    "audit_panda": 10,
+    "delta_sweep": 0,
+    "tradeoff_curve": 0,
+}
