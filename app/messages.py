@@ -1,7 +1,7 @@
 """Plain words for the errors a person can meet in the dashboard (pure: no streamlit).
 
 The library's messages are written for programmers (they name function parameters such as
-``gamma_km`` or functions such as ``network_from_file(path)``), and the worker process prefixes them
+``gamma_km`` or functions such as ``network_from_file(path)``), and the job workers prefix them
 with the exception's class. :func:`plain_error` turns them into what happened and what to do, in the
 dashboard's words; the original text is returned separately, for a "Details" line at the end.
 """
@@ -47,6 +47,9 @@ def _rules(text: str) -> str | None:
     m = re.search(r"did not finish within ([\d,.]+) s", text)
     if m:
         return f"The computation did not finish within {m.group(1)} s and was stopped."
+    m = re.search(r"waited ([\d,.]+) s without a free worker", text)
+    if m:
+        return f"No computing worker was free for {m.group(1)} s (the class's cluster is busy). Try again in a moment."
     if "crashed its process" in text:
         return "The computation stopped unexpectedly (most likely it ran out of memory)."
     if "worker process" in text:
@@ -81,6 +84,10 @@ def _rules(text: str) -> str | None:
     return None
 
 
+#: Exception classes whose plain text needs no "Details" line (the job layer's own ones included).
+_PLAIN_KINDS = ("ValueError", "RuntimeError", "WorkerError", "JobError", "JobTimeout")
+
+
 def plain_error(error: BaseException | str) -> tuple[str, str]:
     """``(plain, details)``: what happened in plain words, and the original text for a "Details" line.
 
@@ -93,7 +100,7 @@ def plain_error(error: BaseException | str) -> tuple[str, str]:
     plain = _rules(full)
     if plain is None and text and not looks_technical(text):
         plain = text if text.endswith((".", "!", "?")) else text + "."
-        return plain, ("" if not kind or kind in ("ValueError", "RuntimeError", "WorkerError") else full)
+        return plain, ("" if not kind or kind in _PLAIN_KINDS else full)
     if plain is None:
         plain = "The computation stopped with an unexpected error."
     return plain, full
