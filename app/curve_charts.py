@@ -28,21 +28,12 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from panda.tradeoff import METHOD_LABELS
+
 __all__ = ["LABELS", "COLORS", "METRICS", "tradeoff_figure", "tradeoff_notes"]
 
-#: Readable mechanism names (the same as panda.tradeoff.METHOD_LABELS).
-LABELS: dict[str, str] = {
-    "laplace": "Planar Laplace",
-    "em": "EM",
-    "em-br": "EM+BR",
-    "lp-ca": "LP+CA",
-    "lp-em": "LP+EM",
-    "lp-bd": "LP+BD",
-    "lp": "Optimal LP",
-    "panda-e": "PAnDA-e",
-    "panda-p": "PAnDA-p",
-    "panda-l": "PAnDA-l",
-}
+#: Readable mechanism names.
+LABELS: dict[str, str] = dict(METHOD_LABELS)
 #: One colour per mechanism.
 COLORS: dict[str, str] = {
     "laplace": "#8c564b",

@@ -17,7 +17,7 @@ import numpy as np
 import pydeck as pdk
 
 import panda
-from app.maps import COLORS, fit_view
+from app.maps import fit_view, roads_layer
 
 __all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
 
@@ -124,19 +124,7 @@ def build_lesson_deck(
     lon = np.asarray(instance.lon, dtype=float)
     lat = np.asarray(instance.lat, dtype=float)
     outputs = np.asarray(instance.outputs)
-    layers: list[pdk.Layer] = [
-        pdk.Layer(
-            "LineLayer",
-            data=segments,
-            id="roads",
-            get_source_position="s",
-            get_target_position="t",
-            get_color=COLORS["roads"],
-            get_width=1,
-            width_min_pixels=1,
-            pickable=False,
-        )
-    ]
+    layers: list[pdk.Layer] = [roads_layer(segments)]
     if density is not None:
         uri, bounds = density
         layers.append(

@@ -14,7 +14,7 @@ import pydeck as pdk
 import panda
 from app.analysis import UserPairs, fmt_m, surrogate_rows
 
-__all__ = ["LAYERS", "DEFAULT_LAYERS", "TOOLTIP_STYLE", "road_segments", "fit_view", "build_deck", "COLORS"]
+__all__ = ["LAYERS", "DEFAULT_LAYERS", "TOOLTIP_STYLE", "road_segments", "roads_layer", "fit_view", "build_deck", "COLORS"]
 
 #: Layer id -> label of the layer toggle.
 LAYERS = {
@@ -73,6 +73,21 @@ def road_segments(net: panda.RoadNetwork, *, max_segments: int = MAX_SEGMENTS) -
     return segs, total
 
 
+def roads_layer(segments: list[dict]) -> pdk.Layer:
+    """The road network drawn from :func:`road_segments` (thin grey lines, not pickable)."""
+    return pdk.Layer(
+        "LineLayer",
+        data=segments,
+        id="roads",
+        get_source_position="s",
+        get_target_position="t",
+        get_color=COLORS["roads"],
+        get_width=1,
+        width_min_pixels=1,
+        pickable=False,
+    )
+
+
 def fit_view(lon: np.ndarray, lat: np.ndarray, *, width_px: int = 640, height_px: int = 540) -> pdk.ViewState:
     """A top-down view that shows every point (web-mercator zoom from the bounding box)."""
     lon, lat = np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
@@ -125,20 +140,7 @@ def build_deck(
         return [round(float(rec_lon[x]), 6), round(float(rec_lat[x]), 6)]
 
     if "roads" in wanted:
-        segs = segments if segments is not None else road_segments(net)[0]
-        out.append(
-            pdk.Layer(
-                "LineLayer",
-                data=segs,
-                id="roads",
-                get_source_position="s",
-                get_target_position="t",
-                get_color=COLORS["roads"],
-                get_width=1,
-                width_min_pixels=1,
-                pickable=False,
-            )
-        )
+        out.append(roads_layer(segments if segments is not None else road_segments(net)[0]))
     if "records" in wanted:
         is_output = np.zeros(instance.n_records, dtype=bool)
         is_output[instance.outputs] = True

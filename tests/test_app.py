@@ -15,13 +15,13 @@ pytest.importorskip("streamlit")
 pytest.importorskip("pydeck")
 pytest.importorskip("plotly")
 
+import apptest_support as support  # noqa: E402
 import streamlit as st  # noqa: E402
-from conftest import OAKLAND_BBOX, ROOT  # noqa: E402
+from apptest_support import metric, run_ok  # noqa: E402
+from conftest import OAKLAND_BBOX  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-APP = str(ROOT / "app" / "streamlit_app.py")
 PAGES = ["app_pages/explore.py", "app_pages/compare.py", "app_pages/audit.py", "app_pages/learn.py"]
-SMALL = {"K": "200", "N": "12", "M": "50"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -52,25 +52,7 @@ EXPLORE = "app_pages/explore.py"
 
 
 def make_app(page: str | None = EXPLORE, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in {**SMALL, **query}.items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    return at
-
-
-def run_ok(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
-def metric(at: AppTest, label: str) -> str:
-    for m in at.metric:
-        if m.label == label:
-            return m.value
-    raise AssertionError(f"no metric {label!r} among {[m.label for m in at.metric]}")
+    return support.make_app(page, **query)
 
 
 def deck_spec(at: AppTest) -> dict:
@@ -418,7 +400,7 @@ def test_query_parameters_round_trip():
     assert at.number_input(key="w_seed").value == 3
     assert metric(at, "Relaxed lower bound") == "—"
     assert next(m.delta for m in at.metric if m.label == "Relaxed lower bound") == "switched off"
-    for key, value in {**SMALL, **query}.items():
+    for key, value in {**support.SMALL, **query}.items():
         assert _qp(at, key) == value, key
     at.slider(key="w_alpha").set_value(0.8)
     run_ok(at)

@@ -18,14 +18,14 @@ import pytest
 pytest.importorskip("streamlit")
 pytest.importorskip("pydeck")
 
+import apptest_support as support  # noqa: E402
 import streamlit as st  # noqa: E402
+from apptest_support import run_ok  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-APP = str(ROOT / "app" / "streamlit_app.py")
 EXPLORE = "app_pages/explore.py"
 COMPARE = "app_pages/compare.py"
-SMALL = {"K": "200", "N": "12", "M": "50"}
 #: Code in a text a person reads: exception classes, snake_case names, calls, module paths.
 CODE = re.compile(r"\b\w*Error\b|\b[a-z]+_[a-z0-9_]+\b|\b\w+\([\w, ]*\)|\bpanda\.\w+|Traceback")
 
@@ -50,18 +50,7 @@ def clear_caches():
 
 
 def make_app(page: str | None = EXPLORE, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in {**SMALL, **query}.items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)
-    return at
-
-
-def run_ok(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
+    return support.make_app(page, **query)
 
 
 def get_metric(at: AppTest, label: str):

@@ -15,16 +15,14 @@ pytest.importorskip("streamlit")
 pytest.importorskip("pydeck")
 pytest.importorskip("plotly")
 
+import apptest_support as support  # noqa: E402
 import streamlit as st  # noqa: E402
-from conftest import ROOT  # noqa: E402
+from apptest_support import metric  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import panda  # noqa: E402
 from app import lesson, lesson_charts, lesson_maps, maps  # noqa: E402
 from panda.mechanisms import build_em  # noqa: E402
-
-APP = str(ROOT / "app" / "streamlit_app.py")
-SMALL = {"K": "200", "N": "12", "M": "50"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -48,24 +46,13 @@ def small():
 
 
 def make_app(**query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in {**SMALL, **query}.items():
-        at.query_params[key] = value
-    return at
+    return support.make_app(None, **query)
 
 
 def run_ok(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
+    support.run_ok(at)
     assert not at.error, [e.value for e in at.error]
     return at
-
-
-def metric(at: AppTest, label: str) -> str:
-    for m in at.metric:
-        if m.label == label:
-            return m.value
-    raise AssertionError(f"no metric {label!r} among {[m.label for m in at.metric]}")
 
 
 def deck_layers(at: AppTest) -> dict:

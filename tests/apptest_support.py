@@ -1,0 +1,35 @@
+"""Helpers shared by the dashboard's AppTest files (test_app.py, test_app_usability.py, test_lesson.py)."""
+
+from __future__ import annotations
+
+from conftest import ROOT
+from streamlit.testing.v1 import AppTest
+
+APP = str(ROOT / "app" / "streamlit_app.py")
+#: Small views (K = 200 through the link's query parameters) keep the files fast.
+SMALL = {"K": "200", "N": "12", "M": "50"}
+
+
+def make_app(page: str | None = None, **query: str) -> AppTest:
+    """The app with the small view's link (plus ``query``), on ``page`` (``None``: the first screen, the Lesson)."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in {**SMALL, **query}.items():
+        at.query_params[key] = value
+    if page:
+        at.switch_page(page)
+    return at
+
+
+def run_ok(at: AppTest) -> AppTest:
+    """Run the app; fail on any exception box."""
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    """The value of the metric labelled ``label``."""
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r} among {[m.label for m in at.metric]}")
