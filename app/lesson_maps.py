@@ -17,7 +17,7 @@ import numpy as np
 import pydeck as pdk
 
 import panda
-from app.maps import fit_view, roads_layer
+from app.maps import TOOLTIP_STYLE, fit_view, roads_layer
 
 __all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
 
@@ -302,8 +302,5 @@ def build_lesson_deck(
         layers=layers,
         initial_view_state=fit_view(lon, lat, width_px=width_px, height_px=height_px),
         map_provider=None,
-        tooltip={
-            "text": "{tooltip}",
-            "style": {"backgroundColor": "#1f2630", "color": "white", "fontSize": "12px", "maxWidth": "260px"},
-        },
+        tooltip={"text": "{tooltip}", "style": TOOLTIP_STYLE},  # pinned top-left: never cut at the edge
     )
