@@ -1,0 +1,183 @@
+"""Scale-out on loopback: the dashboard's jobs run on a separate Dask scheduler and its workers.
+
+Starts ``dask scheduler`` and two ``dask worker`` processes (from the project root, ``PYTHONPATH``
+set, as on the machines of a class), then ``streamlit run app`` with ``PANDA_DASK_SCHEDULER`` pointing
+at the scheduler, and renders the Lesson page and the PAnDA page in a real Chromium. The scheduler's
+event log proves the jobs ran on those two workers, and the server started no workers of its own.
+Everything is stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from test_browser import (  # noqa: F401 (fixtures and helpers of the browser test)
+    ARTIFACTS,
+    CHROMIUM_ARGS,
+    ROOT,
+    _free_port,
+    _wait_healthy,
+    _wait_idle,
+    browser,
+)
+
+pytest.importorskip("distributed")
+psutil = pytest.importorskip("psutil")
+
+pytestmark = pytest.mark.browser
+
+
+def _stop(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
+    """Terminate a process (SIGTERM, then SIGKILL for it and its children)."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+        except psutil.NoSuchProcess:
+            pass
+        proc.kill()
+        proc.wait(5)
+
+
+def _family(procs: list[subprocess.Popen]) -> list[psutil.Process]:
+    """The processes and all their children (while they run)."""
+    found = []
+    for proc in procs:
+        try:
+            parent = psutil.Process(proc.pid)
+            found += [parent, *parent.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """``dask scheduler`` + two one-thread ``dask worker`` processes on loopback; yields the scheduler's address."""
+    from distributed import Client
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    env.pop("PANDA_DASK_SCHEDULER", None)
+    log = open(ARTIFACTS / "scale-out-cluster.log", "wb")  # noqa: SIM115 (closed in the finally)
+    dask_cli = [sys.executable, "-m", "dask"]
+    procs = [
+        subprocess.Popen(
+            [*dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    ]
+    worker = [*dask_cli, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
+    worker += ["--host", "127.0.0.1", "--preload", "panda.execution"]
+    for name, extra in (("class-a", []), ("class-b", ["--resources", "long=1"])):
+        procs.append(
+            subprocess.Popen([*worker, "--name", name, *extra], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        )
+    try:
+        with Client(address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+            names = {w["name"]: a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+        assert set(names) == {"class-a", "class-b"}
+        yield address, names
+    finally:
+        everything = _family(procs)
+        for proc in reversed(procs):  # the workers first, then the scheduler
+            _stop(proc)
+        log.close()
+        deadline = time.monotonic() + 15
+        while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in everything):
+            if time.monotonic() > deadline:
+                raise AssertionError("cluster processes left behind")
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def class_server(cluster):
+    """``PANDA_DASK_SCHEDULER=... streamlit run app`` on a free loopback port; stopped at teardown."""
+    address, _ = cluster
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(ARTIFACTS / "scale-out-streamlit.log", "wb")  # noqa: SIM115 (closed in the finally)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DASK_SCHEDULER": address}
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app",
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        f"--server.port={port}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_healthy(url, proc)
+        yield url, proc
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _metric_text(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text(label, exact=True))
+    return box.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+def test_the_dashboard_runs_its_jobs_on_the_named_cluster(cluster, class_server, browser):  # noqa: F811
+    from distributed import Client
+
+    address, names = cluster
+    url, server_proc = class_server
+    context = browser.new_context(viewport={"width": 1600, "height": 2200})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        t0 = time.perf_counter()
+        page.goto(url, wait_until="domcontentloaded")  # the Lesson page
+        page.get_by_text("Error at A", exact=True).wait_for(timeout=180_000)
+        _wait_idle(page, timeout_s=120)
+        lesson_s = time.perf_counter() - t0
+        assert _metric_text(page, "Error at A").strip()
+        page.screenshot(path=str(ARTIFACTS / "scale-out-lesson.png"))
+
+        t0 = time.perf_counter()
+        page.goto(f"{url}/explore", wait_until="domcontentloaded")  # PAnDA runs go to the workers
+        page.get_by_text("LP status", exact=True).wait_for(timeout=180_000)
+        _wait_idle(page, timeout_s=120)
+        explore_s = time.perf_counter() - t0
+        assert _metric_text(page, "LP status").strip()
+        body = page.inner_text("body")
+        assert "Traceback" not in body and not errors, errors
+        page.screenshot(path=str(ARTIFACTS / "scale-out-explore.png"))
+    finally:
+        context.close()
+    print(f"\n[scale-out] Lesson ready in {lesson_s:.1f} s, PAnDA page in {explore_s:.1f} s, workers {sorted(names)}")
+
+    # The jobs started on the two named workers (the executor's start events, kept by the scheduler) ...
+    with Client(address, timeout=60, set_as_default=False) as client:
+        events = [msg for _, msg in client.get_events("panda-job") if msg.get("event") == "start"]
+    kinds = {msg["key"].split("-")[0] for msg in events}
+    assert {"run_panda", "baseline"} <= kinds, kinds
+    assert {msg["worker"] for msg in events} <= set(names.values())
+    # ... and the server started no worker processes of its own.
+    children = psutil.Process(server_proc.pid).children(recursive=True)
+    assert not [p for p in children if "dask_worker" in " ".join(p.cmdline()) or "worker" in p.name()]
