@@ -47,6 +47,10 @@ def _rules(text: str) -> str | None:
     m = re.search(r"did not finish within ([\d,.]+) s", text)
     if m:
         return f"The computation did not finish within {m.group(1)} s and was stopped."
+    if "computing cluster at" in text and "cannot be reached" in text:
+        return (
+            "The dashboard's computing cluster cannot be reached. Try again in a minute; if it persists, tell its host."
+        )
     m = re.search(r"waited ([\d,.]+) s without a free worker", text)
     if m:
         return f"No computing worker was free for {m.group(1)} s (the class's cluster is busy). Try again in a moment."

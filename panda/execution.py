@@ -89,8 +89,10 @@ MEMORY_FRACTION = 0.4
 MEMORY_CAP_BYTES = 8 * 2**30
 #: A worker's address space may exceed its memory limit by this much (thread stacks, libraries, maps).
 ADDRESS_SPACE_HEADROOM_BYTES = 2 * 2**30
-#: Seconds to wait for a restarted worker, and for the scheduler's connection.
+#: Seconds to wait for a restarted worker, and for the local scheduler's connection.
 START_TIMEOUT_S = 120.0
+#: Seconds to wait for a named scheduler's connection (a job then fails with a JobError).
+CONNECT_TIMEOUT_S = 10.0
 #: Seconds a job may wait for a worker to start it before it is withdrawn.
 QUEUE_LIMIT_S = 300.0
 #: Least seconds between two progress messages of one job (phase changes are always sent).
@@ -294,6 +296,8 @@ class Executor:
         Seconds a job may wait for a worker to start it.
     worker_log
         File for the local workers' output (default: discarded).
+    connect_timeout_s
+        Seconds to wait for a named scheduler (connected on first use).
     """
 
     def __init__(
@@ -305,10 +309,14 @@ class Executor:
         address_space: int | None = None,
         queue_limit_s: float = QUEUE_LIMIT_S,
         worker_log: str | os.PathLike | None = None,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
-        from distributed import Client
+        import distributed  # noqa: F401 (first: its exit handlers are registered before this executor's)
 
         self.queue_limit_s = float(queue_limit_s)
+        self.connect_timeout_s = float(connect_timeout_s)
+        self._client: Any = None
+        self._client_lock = threading.Lock()
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}  # by Dask key
         self._current: dict[str, str] = {}  # job key -> Dask key of its flight
@@ -336,12 +344,14 @@ class Executor:
             self.address_space = 0
             self.local = False
         self.address = address
-        try:
-            self.client = Client(address, set_as_default=False, timeout=START_TIMEOUT_S)
-        except BaseException:
-            self._stop_local()
-            raise
-        self.client.subscribe_topic(EVENT_TOPIC, self._on_event)
+        if self.local:
+            try:
+                self._connect()
+            except BaseException:
+                self._stop_local()
+                raise
+        # A named scheduler is connected to on first use: a page never hangs on an unreachable cluster
+        # before its first job, and the job then fails with a readable JobError.
         # Registered after distributed's own exit handlers (atexit runs last-in first-out): at exit this
         # executor closes its client and workers before distributed closes the scheduler under them.
         atexit.register(self.close)
@@ -424,12 +434,39 @@ class Executor:
                 pass
             self._cluster = None
 
+    # --- the connection --------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """The ``distributed.Client``, connected on first use (raises JobError if the scheduler is unreachable)."""
+        if self._client is None:
+            self._connect()
+        return self._client
+
+    def _connect(self) -> None:
+        from distributed import Client
+
+        with self._client_lock:
+            if self._client is not None:
+                return
+            if self._closed:
+                msg = "the computing cluster was shut down"
+                raise JobError(msg)
+            timeout = START_TIMEOUT_S if self.local else self.connect_timeout_s
+            try:
+                client = Client(self.address, set_as_default=False, timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 (OSError, TimeoutError, ...: one readable message)
+                msg = f"the computing cluster at {self.address} cannot be reached ({_describe(exc)})"
+                raise JobError(msg) from None
+            client.subscribe_topic(EVENT_TOPIC, self._on_event)
+            self._client = client
+
     # --- state -----------------------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:
         """True after :meth:`close`, or when the connection to the scheduler is gone for good."""
-        return self._closed or self.client.status in ("closing", "closed")
+        return self._closed or (self._client is not None and self._client.status in ("closing", "closed"))
 
     def worker_info(self) -> dict[str, dict]:
         """Return the scheduler's workers: address -> {"name", "resources", "pid", ...}."""
@@ -509,6 +546,7 @@ class Executor:
         else:
             label = getattr(target, "__name__", "job")
         priority = HIGH if priority is None else int(priority)
+        client = self.client  # JobError when the cluster cannot be reached
         base = key or job_key(label, args, kwargs)
         with self._lock:
             flight = self._flights.get(self._current.get(base, ""))
@@ -522,7 +560,7 @@ class Executor:
             self._current[base] = key
         resources = self._long_resources() if priority < HIGH else None
         try:
-            future = self.client.submit(
+            future = client.submit(
                 _execute, target, args, kwargs, key=key, priority=priority, resources=resources, retries=0
             )
         except Exception as exc:
@@ -705,10 +743,11 @@ class Executor:
         deadline = time.monotonic() + 30.0
         for thread in self._restarts:  # let a restart finish before its scheduler goes
             thread.join(max(deadline - time.monotonic(), 0.0))
-        try:
-            self.client.close(timeout=10)
-        except Exception:  # noqa: BLE001
-            pass
+        if self._client is not None:
+            try:
+                self._client.close(timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
         self._stop_local()
 
 

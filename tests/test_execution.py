@@ -175,3 +175,20 @@ def test_an_interactive_job_starts_at_once_beside_long_jobs(executor):
     assert latency < 1.0
     starts = sorted(executor.result(f, timeout_s=60) for f in long_jobs)
     assert starts[1] - starts[0] > 2.5  # the long jobs ran one after the other: one worker stays free
+
+
+def test_an_unreachable_scheduler_is_a_readable_job_error():
+    """A named scheduler nobody runs: creating the executor does not hang; a job fails in plain words."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    t0 = time.perf_counter()
+    ex = Executor(f"tcp://127.0.0.1:{port}", connect_timeout_s=1.0)
+    try:
+        assert time.perf_counter() - t0 < 1.0 and not ex.closed
+        with pytest.raises(JobError, match=f"computing cluster at tcp://127.0.0.1:{port} cannot be reached"):
+            ex.run("run_panda", None, (), 0, timeout_s=5)
+    finally:
+        ex.close()
