@@ -57,7 +57,7 @@ def built(small):
         "em-br": build_em_br(small, EPS),
         "laplace": build_laplace(small, EPS),
         "laplace-sampled": build_laplace(small, EPS, method="sampled", n_samples=5_000, rng=1),
-        "lp": build_lp(small, EPS),
+        "lp": build_lp(small, EPS, gap=0.0),  # certified, run to the exact optimum
         "lp-spanner": build_lp(small, EPS, spanner_dilation=1.5),
         "lp-ca": build_lp_ca(small, EPS),
         "lp-bd": build_lp_bd(small, EPS, n_clusters=3),
@@ -69,7 +69,7 @@ def built(small):
 def benders(sparse):
     """LP and LP+BD on the sparse instance: Benders has real subproblems and both kinds of cut."""
     eps = 30.0
-    return eps, build_lp(sparse, eps, solver="simplex"), build_lp_bd(sparse, eps, n_clusters=4, gap=1e-3, rng=0)
+    return eps, build_lp(sparse, eps, gap=0.0), build_lp_bd(sparse, eps, n_clusters=4, gap=1e-3, rng=0)
 
 
 def test_registry_names():
@@ -370,9 +370,9 @@ def test_repair_makes_a_nearly_mdp_matrix_exact(small, built):
 
 
 def test_lp_row_generation_reaches_the_full_lp_optimum(small):
-    """Constraint generation (the default) and the LP with every pair row give the same optimum."""
+    """The exact method's constraint generation and the LP with every pair row give the same optimum."""
     full = build_lp(small, EPS, row_generation=False)
-    gen = build_lp(small, EPS)
+    gen = build_lp(small, EPS, method="exact")
     assert_solved(full)
     assert_solved(gen)
     rounds = gen.details["row_generation"]
@@ -438,7 +438,7 @@ def test_row_generation_retries_a_numerical_breakdown_with_ipm(small, monkeypatc
         return real_run(h, solver, t0)
 
     monkeypatch.setattr(lp, "_run", first_fails)
-    result = build_lp(small, EPS)
+    result = build_lp(small, EPS, method="exact")
     assert_solved(result)
     first = result.details["row_generation"]["rounds"][0]
     assert calls[:2] == ["simplex", "ipm"]

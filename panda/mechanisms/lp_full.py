@@ -34,8 +34,9 @@ from panda.instance import Instance
 from panda.lp import SOLVERS, solve_mdp_lp
 from panda.mechanisms._common import check_positive, finish, output_distances_km, repair_mdp, unsolved_status
 from panda.mechanisms.base import MechanismResult, check_epsilon
+from panda.optimal import solve_optimal
 
-__all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta"]
+__all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta", "LP_METHODS"]
 
 
 def check_eta(eta: object, m: int, where: str) -> float:
@@ -162,6 +163,10 @@ def mdp_pairs(
     return pi.astype(np.int64), pj.astype(np.int64), b, info
 
 
+#: Ways :func:`build_lp` can solve the LP.
+LP_METHODS = ("certified", "exact")
+
+
 def build_lp(
     instance: Instance,
     epsilon_per_km: float,
@@ -171,6 +176,9 @@ def build_lp(
     time_limit_s: float = 1800.0,
     solver: str = "simplex",
     row_generation: bool = True,
+    gap: float = 0.005,
+    method: str | None = None,
+    batch: float = 0.1,
 ) -> MechanismResult:
     """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014) with HiGHS.
 
@@ -186,14 +194,32 @@ def build_lp(
         ``t > 1``: constrain only a greedy ``t``-spanner's edges with exponent ``eps d / t``
         (still eps-mDP, fewer constraints, some utility lost). ``None``: all pairs.
     time_limit_s
-        HiGHS time limit; beyond it the status is ``"unsolved: time limit after ... s"`` and the
-        matrix ``None``.
+        Wall-time budget. The certified method returns its best certified mechanism and both
+        bounds when it runs out; the exact method returns no matrix.
     solver
-        HiGHS solver (``"simplex"``, ``"ipm"``, ...).
+        HiGHS solver of the ``"exact"`` method (``"simplex"``, ``"ipm"``, ...); the certified
+        method uses warm dual simplex with Devex pricing.
     row_generation
-        Solve by constraint generation (:func:`panda.lp.solve_mdp_lp`): the same optimum, with
-        only the pair rows that bind (a few per record and output) in the LP. ``False`` writes
-        every pair row at once.
+        ``"exact"`` method only: constraint generation (:func:`panda.lp.solve_mdp_lp`) or, with
+        ``False``, every pair row at once.
+    gap
+        Certified method: stop once ``(upper - lower) / upper <= gap``; the status is ``"solved"``
+        only then. ``0`` runs until no pair row is violated.
+    method
+        ``"certified"`` (:func:`panda.optimal.solve_optimal`: row generation per right entry, an
+        exactly audited mechanism and a proven lower bound after every round) or ``"exact"`` (the
+        earlier row generation of :func:`panda.lp.solve_mdp_lp`, no bound until it finishes).
+        ``None`` picks ``"certified"`` unless a spanner, ``eta = 0`` or ``row_generation=False``
+        asks for the exact one.
+    batch
+        Certified method: at most ``batch * K * M`` pair rows added per round.
+
+    Notes
+    -----
+    ``details`` always has ``upper_bound_m`` (the loss of the returned, exactly eps-mDP matrix),
+    ``lower_bound_m`` (a proven lower bound on the optimum of the LP with the floor ``eta``),
+    ``lower_bound_no_floor_m`` (the same without the floor, when known), ``gap`` and
+    ``certificate`` (how each bound was obtained).
     """
     eps = check_epsilon(epsilon_per_km, "build_lp")
     eta = check_eta(eta, instance.n_outputs, "build_lp")
@@ -203,6 +229,125 @@ def build_lp(
     if solver not in SOLVERS:
         msg = f"The 'solver' parameter of build_lp must be one of {SOLVERS}. Got {solver!r} instead."
         raise ValueError(msg)
+    if isinstance(gap, bool) or not isinstance(gap, (int, float, np.floating)) or not (0.0 <= float(gap) < 1.0):
+        msg = f"The 'gap' parameter of build_lp must be a float in [0, 1). Got {gap!r} instead."
+        raise ValueError(msg)
+    if method is not None and method not in LP_METHODS:
+        msg = f"The 'method' parameter of build_lp must be one of {LP_METHODS} or None. Got {method!r} instead."
+        raise ValueError(msg)
+    if method is None:
+        exact_needed = spanner_dilation is not None or eta == 0.0 or not row_generation
+        method = "exact" if exact_needed else "certified"
+    if method == "certified" and (spanner_dilation is not None or eta == 0.0):
+        msg = (
+            "The 'certified' method of build_lp solves the LP over all pairs with a floor eta > 0; "
+            "use method='exact' for a spanner or eta = 0."
+        )
+        raise ValueError(msg)
+    if method == "certified":
+        return _build_certified(instance, eps, eta=eta, time_limit_s=time_limit_s, gap=float(gap), batch=batch)
+    return _build_exact(
+        instance,
+        eps,
+        eta=eta,
+        spanner_dilation=spanner_dilation,
+        time_limit_s=time_limit_s,
+        solver=solver,
+        row_generation=row_generation,
+    )
+
+
+def _build_certified(
+    instance: Instance, eps: float, *, eta: float, time_limit_s: float, gap: float, batch: float
+) -> MechanismResult:
+    """Build the certified optimal mechanism (:func:`panda.optimal.solve_optimal`)."""
+    t0 = time.perf_counter()
+    cost = instance.prior[:, None] * instance.cost_m
+    res = solve_optimal(
+        cost,
+        instance.d_km,
+        eps,
+        eta=eta,
+        gap=gap,
+        time_limit_s=time_limit_s,
+        batch=batch,
+        seed_sources=instance.outputs if instance.outputs is not None else None,
+    )
+    k = instance.n_records
+    n_pairs = int(((eps * instance.d_km < -np.log(eta)) & ~np.eye(k, dtype=bool)).sum())
+    repair = dict(res.info.get("repair", {}))
+
+    def finite(value: float) -> float:
+        return float(value) if np.isfinite(value) else float("nan")  # nan: no bound of that kind yet
+
+    details = {
+        "method": "certified",
+        "n_pairs_total": k * (k - 1),
+        "n_pairs": n_pairs,
+        "n_pairs_implied": k * (k - 1) - n_pairs,
+        "eta": eta,
+        "cost_bound_m": float(eta * instance.n_outputs * instance.cost_m.max()),
+        "objective_m": finite(res.upper_bound),
+        "upper_bound_m": finite(res.upper_bound),
+        "lower_bound_m": finite(res.lower_bound),
+        "lower_bound_no_floor_m": finite(res.lower_bound_no_floor),
+        "gap": finite(res.gap),
+        "gap_target": gap,
+        "stop_reason": res.reason,
+        "certificate": {
+            "upper": "loss of the returned matrix, exactly eps-mDP after an exact repair "
+            f"({repair.get('kind', 'none')}; largest log-ratio excess before it "
+            f"{repair.get('max_log_excess_before', 0.0):.2g})",
+            "lower": "weak duality: row-sum duals and pair-row duals (>= 0) of the last relaxation, "
+            "sum(u) + sum(min(eta rc, rc)) over every entry (rows not in the LP have multiplier 0)",
+        },
+        "repair": repair,
+        "lp_rows": res.rounds[-1]["rows"] if res.rounds else 0,
+        "lp_status": res.rounds[-1]["status"] if res.rounds else "not run",
+        "solver": "simplex (warm, Devex)",
+        "row_generation": {
+            "rounds": res.rounds,
+            "n_rounds": len(res.rounds),
+            "lower_bound": finite(res.lower_bound),
+            "n_pair_rows": res.info.get("n_pair_rows"),
+            "batch": batch,
+        },
+    }
+    if res.matrix is not None:
+        from panda.audit import audit_mechanism  # here: panda.audit imports panda.mechanisms
+
+        # The certificate's upper half, checked independently: every pair, exactly.
+        audit = audit_mechanism(res.matrix, instance.d_km, eps)
+        details.update(audit_passed=audit.passed, audit_epsilon_min_per_km=audit.epsilon_min_per_km)
+        if not audit.passed:
+            status = f"failed: the repaired matrix breaks eps-mDP on {audit.n_violations} pairs (a bug; report it)"
+            return finish("lp", eps, instance, None, status, t0, details)
+    if res.solved and res.matrix is not None:
+        return finish("lp", eps, instance, res.matrix, "solved", t0, details)
+    elapsed = time.perf_counter() - t0
+    if res.matrix is None:
+        bound = f"; loss >= {res.lower_bound:.1f} m" if np.isfinite(res.lower_bound) else ""
+        why = "time limit" if res.reason == "time limit" else res.reason
+        return finish("lp", eps, instance, None, f"unsolved: {why} after {elapsed:.1f} s{bound}", t0, details)
+    where = "at time limit" if res.reason == "time limit" else f"({res.reason})"
+    status = (
+        f"unsolved: gap {100 * res.gap:.1f} % {where} after {elapsed:.1f} s "
+        f"(loss {res.upper_bound:.1f} m, bound {res.lower_bound:.1f} m)"
+    )
+    return finish("lp", eps, instance, res.matrix, status, t0, details)
+
+
+def _build_exact(
+    instance: Instance,
+    eps: float,
+    *,
+    eta: float,
+    spanner_dilation: float | None,
+    time_limit_s: float,
+    solver: str,
+    row_generation: bool,
+) -> MechanismResult:
+    """Build the mechanism by the earlier exact path (:func:`panda.lp.solve_mdp_lp`), no matrix unless solved."""
     t0 = time.perf_counter()
     pi, pj, b, info = mdp_pairs(instance.d_km, eps, eta=eta, spanner_dilation=spanner_dilation)
     remaining = time_limit_s - (time.perf_counter() - t0)
@@ -235,14 +380,28 @@ def build_lp(
         "lp_time_s": res.lp.time_s,
         "solver": solver,
         "objective_m": res.objective,
+        "method": "exact",
     }
     if "row_generation" in res.extra:
         details["row_generation"] = res.extra["row_generation"]
     if not res.success or res.z is None:
+        details.update(lower_bound_m=details.get("row_generation", {}).get("lower_bound", float("nan")))
+        details.update(upper_bound_m=float("nan"), gap=float("nan"))
         status = unsolved_status(res.lp.status, time.perf_counter() - t0)
         bound = details.get("row_generation", {}).get("lower_bound", float("nan"))
         if np.isfinite(bound):  # every round is a relaxation: its optimum bounds the LP's from below
             status += f"; loss >= {bound:.1f} m (last finished round)"
         return finish("lp", eps, instance, None, status, t0, details)
     matrix, details["repair"] = repair_mdp(res.z, instance.d_km, eps)
+    loss = float((cost * matrix).sum())
+    lower = float(res.lp.objective)  # the floored LP's optimum (HiGHS tolerances)
+    details.update(
+        upper_bound_m=loss,
+        lower_bound_m=min(lower, loss),
+        gap=max(loss - lower, 0.0) / loss if loss > 0 else 0.0,
+        certificate={
+            "upper": "loss of the returned matrix, exactly eps-mDP after repair_mdp",
+            "lower": "optimum reported by HiGHS for the floored LP (exact up to its tolerances)",
+        },
+    )
     return finish("lp", eps, instance, matrix, "solved", t0, details)

@@ -1,0 +1,514 @@
+"""The optimal eps-mDP mechanism with a certificate: an exactly feasible mechanism and a proven bound.
+
+The LP (Bordenabe et al. 2014) over records ``x`` (K) and outputs ``y`` (M)::
+
+    minimise   sum_{x, y} cost[x, y] z[x, y]
+    subject to sum_y z[x, y] = 1                              for every x        (row sums)
+               z[s, y] <= exp(eps d(s, x)) z[x, y]            for every s != x, y (pair rows)
+               eta <= z[x, y] <= 1
+
+With the floor ``eta > 0`` a pair with ``exp(eps d) eta >= 1`` holds by the bounds and is never
+written. :func:`solve_optimal` never claims more than it can prove. Whatever the solver does, the
+answer carries
+
+* an **upper bound**: the objective of a matrix that is *exactly* eps-mDP and row-stochastic,
+  made so by :func:`exact_repair` (min-plus closure, headroom fill, and if needed a mix with the
+  uniform mechanism; every step keeps or restores exact feasibility), and
+* a **lower bound**: the weak-duality value of *any* multipliers, ``u`` for the row sums and
+  ``lam >= 0`` for any subset of pair rows (:func:`dual_bound`)::
+
+      L(u, lam) = sum_x u_x + sum_{x, y} min(eta rc[x, y], rc[x, y]),
+      rc = cost - u + sum of lam over the rows where (x, y) is the left end
+                    - sum of exp(eps d) lam over the rows where (x, y) is the right end.
+
+  Pair rows left out simply have ``lam = 0``: the bound holds for the whole LP, however few rows
+  the multipliers come from. With ``eta`` replaced by 0 it also bounds the LP without the floor.
+
+Algorithm (chosen by measurement, see docs/benchmarks.md): row generation per right entry.
+Start from the rows that make every output's own record a source (``z[y, y] <= a z[x, y]``),
+solve, and for every right entry ``(x, y)`` add the row of the left end ``s`` that violates
+``z[s, y] <= exp(eps d(s, x)) z[x, y]`` most (beyond 1e-9, rows already in the LP are never added
+again), at most ``batch * K * M`` rows per round ranked by relative violation, warm dual simplex
+with Devex pricing. After every round the certificate above is computed; the loop stops when the
+gap reaches ``gap`` or at the time limit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from panda.lp import _min_plus, build_highs
+
+__all__ = ["OptimalResult", "dual_bound", "exact_repair", "separate_right", "solve_optimal", "METHODS"]
+
+#: Solvers for the rounds: warm dual simplex with Devex pricing, or interior point without crossover.
+METHODS = ("simplex", "ipm")
+
+#: A left-out pair row counts as violated when ``z[s, y] - a z[x, y]`` exceeds this (absolute).
+SEPARATION_TOL = 1e-9
+
+#: The gap a run that ends with no violated row may show and still count as solved (rounding: the
+#: repair moves entries by about HiGHS's tolerances).
+EXACT_GAP = 1e-6
+
+#: Row-sum deficits below this are treated as rounding by :func:`exact_repair`.
+_SUM_TOL = 1e-12
+
+
+@dataclass(frozen=True)
+class OptimalResult:
+    """Outcome of :func:`solve_optimal`.
+
+    Attributes
+    ----------
+    matrix
+        ``(K, M)`` exactly eps-mDP, row-stochastic matrix (``None`` only if no round finished).
+    upper_bound
+        ``sum(cost * matrix)``: the objective of ``matrix`` (``inf`` without one).
+    lower_bound
+        A proven lower bound on the optimum of the LP with the floor ``eta`` (``-inf`` if none).
+    lower_bound_no_floor
+        A proven lower bound on the optimum of the LP without the floor (``eta = 0``).
+    gap
+        ``(upper_bound - lower_bound) / upper_bound``.
+    solved
+        True when ``gap`` met the requested target.
+    reason
+        Why the loop stopped ("gap reached", "no violated row", "time limit", "HiGHS ...").
+    rounds
+        One dict per round: rows, HiGHS status and time, relaxation objective, bounds, rows added.
+    info
+        Repair facts of the returned matrix, separation tolerance, batch size, total time.
+    """
+
+    matrix: np.ndarray | None
+    upper_bound: float
+    lower_bound: float
+    lower_bound_no_floor: float
+    gap: float
+    solved: bool
+    reason: str
+    rounds: list[dict] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+
+def _closure(z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False) -> np.ndarray:
+    """``min_j exp(exponent[i, j]) z[j, y]`` (the largest matrix below ``z`` meeting every pair row)."""
+    with np.errstate(divide="ignore"):
+        log_z = np.log(z)
+    return np.exp(_min_plus(log_z, exponent, exclude_self=exclude_self))
+
+
+def _envelope(z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False) -> np.ndarray:
+    """``max_j exp(-exponent[j, i]) z[j, y]`` (the smallest matrix above ``z`` meeting every pair row)."""
+    with np.errstate(divide="ignore"):
+        neg_log = -np.log(z)
+    return np.exp(-_min_plus(neg_log, exponent.T, exclude_self=exclude_self))
+
+
+def _balance(
+    z: np.ndarray, exponent: np.ndarray, *, up: bool, max_passes: int, floor: float = 0.0
+) -> tuple[np.ndarray, int]:
+    """Move each row's sum to 1 through entries that can move alone without breaking a pair row.
+
+    ``up``: fill deficits on entries below ``min_j exp(e_ij) z[j, y]`` (raising an entry only
+    loosens the rows where it is the right end). Otherwise drain excesses from entries above
+    ``max_j exp(-e_ji) z[j, y]`` (lowering an entry only loosens the rows where it is the left end).
+    All rows move at once: each one's move stays within limits computed before any move. No entry
+    is drained below ``floor``.
+    """
+    passes = 0
+    for passes in range(1, max_passes + 1):  # noqa: B007 (reported)
+        off = (1.0 - z.sum(axis=1)) if up else (z.sum(axis=1) - 1.0)
+        if off.max() <= _SUM_TOL:
+            passes -= 1
+            break
+        if up:
+            room = np.clip(_closure(z, exponent, exclude_self=True) - z, 0.0, None)
+        else:
+            room = np.clip(z - np.maximum(_envelope(z, exponent, exclude_self=True), floor), 0.0, None)
+        total = room.sum(axis=1)
+        take = np.minimum(np.clip(off, 0.0, None), total)
+        if take.max() <= _SUM_TOL:
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(total > 0, take / total, 0.0)
+        z = z + room * share[:, None] if up else z - room * share[:, None]
+    return z, passes
+
+
+def exact_repair(
+    z: np.ndarray,
+    exponent: np.ndarray,
+    *,
+    eta: float = 0.0,
+    cost: np.ndarray | None = None,
+    max_passes: int = 30,
+) -> tuple[np.ndarray, dict]:
+    """Turn any nonnegative matrix into an exactly feasible, row-stochastic one near it.
+
+    ``exponent`` must be a closed exponent matrix (``eps * d`` for a metric ``d``: zero diagonal,
+    symmetric, triangle inequality). Two candidates are built, each keeping every pair row exact
+    at every step, and the cheaper under ``cost`` is returned (``"down"`` without ``cost``):
+
+    * *down*: the min-plus closure ``Z[i, y] = min_j exp(e_ij) z[j, y]`` (the largest matrix below
+      ``z`` meeting every pair row), then each row's deficit filled on entries with headroom
+      (raising an entry only loosens the rows where it is the right end);
+    * *up*: the envelope ``Z[i, y] = max_j exp(-e_ji) z[j, y]`` (the smallest matrix above ``z``
+      meeting every pair row), then each row's excess drained from entries above their
+      neighbours' envelope (lowering an entry only loosens the rows where it is the left end).
+      A relaxation's solution mostly violates pair rows by entries *too low*: this one moves less.
+
+    Entries clipped at ``eta`` stay ``>= eta`` (the result is feasible for the floored LP). If a
+    row cannot be balanced, the rows are normalised (small violations) and mixed with the uniform
+    mechanism, ``(1 - theta) Z + theta / M``, with the smallest ``theta`` that makes every pair
+    row hold (the uniform mechanism has slack ``(exp(e_ij) - 1) / M`` on every pair) and keeps
+    the floor, so the result is always exactly feasible.
+
+    Returns
+    -------
+    matrix, info
+        ``info``: ``max_log_excess_before``, ``kind`` (the candidate returned), per candidate its
+        ``passes``, ``imbalance_after_moves``, ``theta`` and (with ``cost``) ``objective``.
+    """
+    z = np.maximum(np.asarray(z, dtype=float), eta if eta > 0 else 0.0)
+    z = z / z.sum(axis=1, keepdims=True)
+    e = np.asarray(exponent, dtype=float)
+    down = _closure(z, e)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        excess = float(np.nan_to_num(np.log(z) - np.log(down), nan=0.0, posinf=np.inf).max())
+    info: dict = {"max_log_excess_before": excess}
+    if excess <= 0.0:
+        return z, info | {"kind": "none"}
+    out = {}
+    for kind, start in (("down", down), ("up", _envelope(z, e))):
+        bal, passes = _balance(start, e, up=kind == "down", max_passes=max_passes, floor=eta)
+        off = float(np.abs(bal.sum(axis=1) - 1.0).max())
+        theta = 0.0
+        if off > _SUM_TOL:
+            bal = bal / bal.sum(axis=1, keepdims=True)
+            theta = _uniform_mix_weight(bal, e)
+            low = float(bal.min())
+            if eta > low:  # more uniform weight also lifts every entry back to the floor
+                theta = max(theta, min(1.0, (eta - low) / (1.0 / bal.shape[1] - low) * (1 + 1e-9)))
+            bal = (1.0 - theta) * bal + theta / bal.shape[1]
+        out[kind] = bal
+        info[kind] = {"passes": passes, "imbalance_after_moves": off, "theta": theta}
+        if cost is not None:
+            info[kind]["objective"] = float((cost * bal).sum())
+    kind = "down" if cost is None else min(out, key=lambda name: info[name]["objective"])
+    info["kind"] = kind
+    return out[kind], info
+
+
+def _uniform_mix_weight(z: np.ndarray, exponent: np.ndarray) -> float:
+    """Smallest ``theta`` with ``(1 - theta) z + theta / M`` meeting every pair row (1 if none smaller)."""
+    k, m = z.shape
+    ratio = 0.0
+    step = max(1, 4_000_000 // max(k * m, 1))
+    for s in range(0, k, step):
+        a = np.exp(exponent[s : s + step])  # (b, K): row s' against every j
+        viol = np.clip(z[s : s + step, None, :] - a[:, :, None] * z[None, :, :], 0.0, None)  # (b, K, M)
+        slack = (a - 1.0) / m  # uniform: a / M - 1 / M
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(viol > 0, viol / slack[:, :, None], 0.0)
+        ratio = max(ratio, float(np.nan_to_num(r, nan=np.inf).max()))
+    if not np.isfinite(ratio):
+        return 1.0
+    # Rounding: a hair more than the exact value.
+    return min(1.0, ratio / (1.0 + ratio) * (1 + 1e-9) + 1e-15)
+
+
+def dual_bound(
+    cost: np.ndarray,
+    u: np.ndarray,
+    lam: np.ndarray,
+    s: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    a: np.ndarray,
+    *,
+    eta: float,
+) -> tuple[float, float]:
+    """Weak-duality lower bounds from row-sum multipliers ``u`` and pair multipliers ``lam``.
+
+    Parameters
+    ----------
+    cost
+        ``(K, M)`` objective coefficients.
+    u
+        ``(K,)`` multipliers of the row sums (any sign).
+    lam
+        Multipliers of the pair rows ``z[s, y] - a z[x, y] <= 0``; negative values are clipped to 0.
+    s, x, y, a
+        The rows' left record, right record, output and coefficient ``exp(eps d(s, x))``.
+    eta
+        The floor on every entry.
+
+    Returns
+    -------
+    bound, bound_no_floor
+        Lower bounds on the LP with the floor ``eta`` and on the LP without it.
+    """
+    rc = np.asarray(cost, dtype=float) - np.asarray(u, dtype=float)[:, None]
+    lam = np.clip(np.asarray(lam, dtype=float), 0.0, None)
+    np.add.at(rc, (s, y), lam)
+    np.add.at(rc, (x, y), -a * lam)
+    neg = np.minimum(rc, 0.0).sum()
+    total = float(np.sum(u))
+    return total + float(neg + eta * np.clip(rc, 0.0, None).sum()), total + float(neg)
+
+
+def separate_right(
+    z: np.ndarray, a_full: np.ndarray, *, tol: float = SEPARATION_TOL
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For every right entry ``(x, y)`` the left end ``s`` violating ``z[s, y] <= a[s, x] z[x, y]`` most.
+
+    ``a_full`` is ``(K, K)``: ``exp(eps d)`` on the pairs to check, ``inf`` elsewhere (diagonal,
+    pairs implied by the floor). Returns ``s, x, y`` of the violated rows (beyond ``tol``) and
+    their relative violations ``z[s, y] / (a z[x, y]) - 1``.
+    """
+    k, m = z.shape
+    parts = []
+    step = max(1, 4_000_000 // max(k * m, 1))
+    for x0 in range(0, k, step):
+        x1 = min(k, x0 + step)
+        v = z[:, None, :] - a_full[:, x0:x1, None] * z[None, x0:x1, :]  # (s, x, y)
+        best = np.argmax(v, axis=0)  # (x, y)
+        val = np.take_along_axis(v, best[None], axis=0)[0]
+        xx, yy = np.nonzero(val > tol)
+        ss = best[xx, yy]
+        xx = xx + x0
+        parts.append((ss, xx, yy, val[xx - x0, yy] / (a_full[ss, xx] * z[xx, yy])))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, np.zeros(0)
+    s, x, y, score = (np.concatenate(p) for p in zip(*parts, strict=True))
+    return s, x, y, score
+
+
+def _pair_matrix(s: np.ndarray, x: np.ndarray, y: np.ndarray, coef: np.ndarray, m: int, n_cols: int) -> sp.csr_matrix:
+    """Rows ``z[s, y] - coef z[x, y] <= 0`` as CSR."""
+    n = s.size
+    rows = np.repeat(np.arange(n), 2)
+    cols = np.stack([s * m + y, x * m + y], axis=1).ravel()
+    vals = np.stack([np.ones(n), -coef], axis=1).ravel()
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n_cols))
+
+
+def solve_optimal(
+    cost: np.ndarray,
+    d_km: np.ndarray,
+    epsilon_per_km: float,
+    *,
+    eta: float = 1e-6,
+    gap: float = 0.005,
+    time_limit_s: float = 300.0,
+    method: str = "simplex",
+    batch: float = 0.1,
+    seed_sources: np.ndarray | None = None,
+    max_rounds: int = 10_000,
+) -> OptimalResult:
+    """Solve the optimal eps-mDP LP to a certified gap (see the module docstring).
+
+    Parameters
+    ----------
+    cost
+        ``(K, M)`` objective coefficients (prior times utility cost, metres).
+    d_km
+        ``(K, K)`` privacy distances between the records, km (a metric).
+    epsilon_per_km
+        The budget.
+    eta
+        Floor on every entry, in ``(0, 1/M)``.
+    gap
+        Stop once ``(upper - lower) / upper <= gap`` (``0``: run until no row is violated; the run
+        then counts as solved with a gap up to :data:`EXACT_GAP`, the repair's rounding).
+    time_limit_s
+        Wall-time budget for everything, seconds.
+    method
+        ``"simplex"``: warm dual simplex with Devex pricing after every batch of new rows;
+        ``"ipm"``: interior point without crossover, every round afresh.
+    batch
+        At most ``batch * K * M`` new rows per round (the most violated, relatively).
+    seed_sources
+        ``(M,)`` record of each output: the first round writes ``z[seed, y] <= a z[x, y]`` for every
+        ``x`` (``None``: no pair row at first).
+    max_rounds
+        Safety cap on the rounds.
+    """
+    t0 = time.perf_counter()
+    cost = np.asarray(cost, dtype=float)
+    if cost.ndim != 2:
+        msg = f"The 'cost' parameter of solve_optimal must be a 2-D array. Got shape {cost.shape} instead."
+        raise ValueError(msg)
+    k, m = cost.shape
+    d = np.asarray(d_km, dtype=float)
+    if d.shape != (k, k):
+        msg = f"The 'd_km' parameter of solve_optimal must be a ({k}, {k}) array. Got shape {d.shape} instead."
+        raise ValueError(msg)
+    if not (0.0 < eta < 1.0 / m):
+        msg = f"The 'eta' parameter of solve_optimal must be in (0, 1/M) = (0, {1.0 / m:.3g}). Got {eta!r} instead."
+        raise ValueError(msg)
+    if not (0.0 <= gap < 1.0):
+        msg = f"The 'gap' parameter of solve_optimal must be a float in [0, 1). Got {gap!r} instead."
+        raise ValueError(msg)
+    if method not in METHODS:
+        msg = f"The 'method' parameter of solve_optimal must be one of {METHODS}. Got {method!r} instead."
+        raise ValueError(msg)
+    if not (0.0 < batch <= 1.0):
+        msg = f"The 'batch' parameter of solve_optimal must be a float in (0, 1]. Got {batch!r} instead."
+        raise ValueError(msg)
+    exponent = float(epsilon_per_km) * d
+    a_full = np.where(exponent < -np.log(eta), np.exp(np.minimum(exponent, 700.0)), np.inf)
+    np.fill_diagonal(a_full, np.inf)
+    n_cols = k * m
+
+    if seed_sources is not None:
+        src = np.asarray(seed_sources, dtype=np.int64)
+        yy, xx = np.meshgrid(np.arange(m), np.arange(k), indexing="ij")
+        ss = src[yy.ravel()]
+        xx = xx.ravel()
+        yy = yy.ravel()
+        ok = np.isfinite(a_full[ss, xx])
+        s_rows, x_rows, y_rows = ss[ok], xx[ok], yy[ok]
+    else:
+        s_rows = x_rows = y_rows = np.zeros(0, dtype=np.int64)
+    keys = np.sort((s_rows * k + x_rows) * m + y_rows)
+    options = (
+        {"simplex_dual_edge_weight_strategy": 1}
+        if method == "simplex"
+        else {"run_crossover": "off", "ipm_optimality_tolerance": 1e-7}
+    )
+    sums = sp.csr_matrix((np.ones(n_cols), (np.repeat(np.arange(k), m), np.arange(n_cols))), shape=(k, n_cols))
+
+    def fresh() -> highspy.Highs:
+        pairs = _pair_matrix(s_rows, x_rows, y_rows, a_full[s_rows, x_rows], m, n_cols)
+        a = sp.vstack([sums, pairs]).tocsr()
+        n_p = pairs.shape[0]
+        return build_highs(
+            cost.ravel(),
+            a,
+            np.r_[np.ones(k), np.full(n_p, -np.inf)],
+            np.r_[np.ones(k), np.zeros(n_p)],
+            np.full(n_cols, eta),
+            np.ones(n_cols),
+            solver="simplex" if method == "simplex" else "ipm",
+            options=options,
+        )
+
+    h = fresh()
+    rounds: list[dict] = []
+    best = {"ub": np.inf, "lb": -np.inf, "lb0": -np.inf, "matrix": None, "repair": {}}
+    reason = "max rounds"
+    rebuilt = False
+    work_s = repair_s = 0.0
+    pending: np.ndarray | None = None
+
+    def certify(z: np.ndarray) -> None:
+        """Repair ``z`` exactly; keep it if it is the best feasible matrix so far."""
+        matrix, repair = exact_repair(z, exponent, eta=eta, cost=cost)
+        ub = float((cost * matrix).sum())
+        if ub < best["ub"]:
+            best.update(ub=ub, matrix=matrix, repair=repair)
+
+    for _ in range(max_rounds):
+        remaining = time_limit_s - (time.perf_counter() - t0)
+        if remaining <= 0:
+            reason = "time limit"
+            break
+        tr = time.perf_counter()
+        h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
+        h.run()
+        status = h.getModelStatus()
+        status_text = h.modelStatusToString(status)
+        entry: dict = {"rows": int(h.getNumRow()), "status": status_text, "solve_s": time.perf_counter() - tr}
+        rounds.append(entry)
+        if status != highspy.HighsModelStatus.kOptimal:
+            if status == highspy.HighsModelStatus.kTimeLimit:
+                reason = "time limit"
+                break
+            if method == "simplex" and not rebuilt:
+                # A warm start that broke down numerically: once more from scratch.
+                h = fresh()
+                rebuilt = entry["rebuilt"] = True
+                continue
+            reason = f"HiGHS reports {status_text!r}"
+            break
+        rebuilt = False
+        sol = h.getSolution()
+        z = np.asarray(sol.col_value, dtype=float).reshape(k, m)
+        duals = np.asarray(sol.row_dual, dtype=float)
+        tc = time.perf_counter()
+        lb, lb0 = dual_bound(cost, duals[:k], -duals[k:], s_rows, x_rows, y_rows, a_full[s_rows, x_rows], eta=eta)
+        best.update(lb=max(best["lb"], lb), lb0=max(best["lb0"], lb0), u=duals[:k])
+        entry.update(objective=float(h.getInfo().objective_function_value), lower=lb)
+        ns, nx, ny, score = separate_right(z, a_full)
+        new_keys = (ns * k + nx) * m + ny
+        fresh_rows = ~np.isin(new_keys, keys, assume_unique=False)
+        ns, nx, ny, score, new_keys = (arr[fresh_rows] for arr in (ns, nx, ny, score, new_keys))
+        cap = max(1, int(batch * k * m))
+        if ns.size > cap:
+            top = np.argsort(-score, kind="stable")[:cap]
+            ns, nx, ny, new_keys = ns[top], nx[top], ny[top], new_keys[top]
+        work_s += time.perf_counter() - tr
+        # The upper bound (an exact repair, a few K x K x M passes) is computed while it costs at
+        # most half the solving time so far, and always when the relaxation is feasible.
+        pending = z
+        if ns.size == 0 or repair_s <= 0.5 * work_s:
+            tp = time.perf_counter()
+            certify(z)
+            pending = None
+            repair_s += time.perf_counter() - tp
+        current_gap = (best["ub"] - best["lb"]) / best["ub"]
+        entry.update(upper=best["ub"], gap=current_gap, rows_added=int(ns.size), certificate_s=time.perf_counter() - tc)
+        if current_gap <= gap:
+            reason = "gap reached"
+            break
+        if ns.size == 0:
+            reason = "no violated row"
+            break
+        keys = np.union1d(keys, new_keys)
+        s_rows, x_rows, y_rows = np.r_[s_rows, ns], np.r_[x_rows, nx], np.r_[y_rows, ny]
+        if method == "simplex":
+            new = _pair_matrix(ns, nx, ny, a_full[ns, nx], m, n_cols)
+            h.addRows(
+                new.shape[0],
+                np.full(new.shape[0], -np.inf),
+                np.zeros(new.shape[0]),
+                new.nnz,
+                new.indptr.astype(np.int32),
+                new.indices.astype(np.int32),
+                new.data,
+            )
+        else:
+            h = fresh()
+    if pending is not None:  # the last relaxation's solution was not repaired yet
+        certify(pending)
+    ub, lb = best["ub"], best["lb"]
+    final_gap = (ub - lb) / ub if np.isfinite(ub) and np.isfinite(lb) else float("inf")
+    return OptimalResult(
+        matrix=best["matrix"],
+        upper_bound=float(ub),
+        lower_bound=float(lb),
+        lower_bound_no_floor=float(best["lb0"]),
+        gap=float(final_gap),
+        # With no violated row left the relaxation's optimum is the LP's: the gap is rounding only.
+        solved=bool(final_gap <= gap or (reason == "no violated row" and final_gap <= EXACT_GAP)),
+        reason=reason,
+        rounds=rounds,
+        info={
+            "repair": best["repair"],
+            "method": method,
+            "batch": batch,
+            "separation_tol": SEPARATION_TOL,
+            "time_s": time.perf_counter() - t0,
+            "n_pair_rows": int(s_rows.size),
+            "row_sum_duals": best.get("u"),
+        },
+    )

@@ -1,0 +1,147 @@
+"""The certified optimal eps-mDP LP (panda.optimal, build_lp's default method) on small Kotka instances.
+
+Every promise of the certificate is checked against an independent exact solve: the lower bound
+never exceeds the optimum, the returned matrix passes the exact audit and costs at most the
+stated gap above the bound, and an unsolved run says so with both bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from panda import make_instance
+from panda.audit import audit_mechanism
+from panda.lp import solve_mdp_lp
+from panda.mechanisms import build_lp, mdp_pairs
+from panda.optimal import dual_bound, exact_repair, solve_optimal
+
+EPS = 5.0
+
+
+@pytest.fixture(scope="module")
+def inst(kotka):
+    """45 records, 30 outputs: Kotka is ~2 km across, so every pair is constrained at 5/km."""
+    return make_instance(kotka, n_records=45, n_outputs=30, n_users=10, seed=1)
+
+
+@pytest.fixture(scope="module")
+def exact_optimum(inst):
+    """The floored LP with every pair row at once (HiGHS dual simplex): the reference optimum."""
+    cost = inst.prior[:, None] * inst.cost_m
+    pi, pj, b, _ = mdp_pairs(inst.d_km, EPS, eta=1e-6)
+    res = solve_mdp_lp(cost, pi, pj, b, eta=1e-6, solver="simplex", time_limit_s=120)
+    assert res.success, res.lp.message
+    return res.lp.objective
+
+
+@pytest.fixture(scope="module")
+def certified(inst):
+    return build_lp(inst, EPS, gap=0.005, time_limit_s=120)
+
+
+def test_certified_result_brackets_the_exact_optimum(inst, certified, exact_optimum):
+    det = certified.details
+    assert certified.solved and certified.status == "solved"
+    assert det["method"] == "certified" and det["gap"] <= 0.005
+    lower, upper = det["lower_bound_m"], det["upper_bound_m"]
+    assert lower <= exact_optimum * (1 + 1e-6)  # a proven bound never exceeds the optimum
+    assert upper >= exact_optimum * (1 - 1e-6)  # nothing feasible beats it (HiGHS tolerances aside)
+    assert upper - exact_optimum <= 0.005 * upper + 1e-6  # within the stated gap
+    assert certified.loss_m == pytest.approx(upper, rel=1e-12)
+    assert det["lower_bound_no_floor_m"] <= lower + 1e-9
+
+
+def test_certified_matrix_passes_the_exact_audit(inst, certified):
+    p = certified.matrix
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert (p >= 1e-6 * (1 - 1e-9)).all()  # the floor survives the repair
+    audit = audit_mechanism(p, inst.d_km, EPS)
+    assert audit.passed and certified.details["audit_passed"]
+    assert audit.n_pairs_checked == inst.n_records * (inst.n_records - 1) // 2
+
+
+def test_gap_zero_reaches_the_exact_optimum(inst, exact_optimum):
+    res = build_lp(inst, EPS, gap=0.0, time_limit_s=120)
+    assert res.solved
+    assert res.details["stop_reason"] in ("no violated row", "gap reached")
+    assert res.loss_m == pytest.approx(exact_optimum, rel=1e-6)
+    assert res.details["lower_bound_m"] == pytest.approx(exact_optimum, rel=1e-6)
+
+
+def test_every_round_bound_is_valid(inst, exact_optimum):
+    """The bound of every round (early, loose relaxations too) stays below the optimum."""
+    cost = inst.prior[:, None] * inst.cost_m
+    res = solve_optimal(cost, inst.d_km, EPS, gap=0.0, time_limit_s=120, seed_sources=inst.outputs)
+    lowers = [r["lower"] for r in res.rounds if "lower" in r]
+    assert len(lowers) >= 3
+    assert max(lowers) <= exact_optimum * (1 + 1e-6)
+    assert lowers[0] < 0.9 * exact_optimum  # the first relaxation is loose: the test has teeth
+
+
+def test_tiny_time_limit_is_an_honest_unsolved_status(inst, exact_optimum):
+    res = build_lp(inst, EPS, time_limit_s=0.01)
+    assert not res.solved and res.status.startswith("unsolved")
+    det = res.details
+    if res.matrix is not None:  # one round finished: both bounds, the gap, an audited matrix
+        assert "gap" in res.status and "bound" in res.status
+        assert det["lower_bound_m"] <= exact_optimum * (1 + 1e-6) <= det["upper_bound_m"] * (1 + 2e-6)
+        assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
+    else:  # nothing finished: no mechanism, and the status says why
+        assert "time limit" in res.status
+
+
+def test_exact_repair_always_returns_a_feasible_matrix(inst):
+    """Random matrices (far from feasible) come out exactly eps-mDP and row-stochastic."""
+    rng = np.random.default_rng(0)
+    exponent = EPS * inst.d_km
+    for _ in range(3):
+        z = rng.random((inst.n_records, inst.n_outputs)) ** 4
+        out, info = exact_repair(z, exponent, eta=1e-6, cost=inst.cost_m)
+        assert info["max_log_excess_before"] > 0.1
+        np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+        assert audit_mechanism(out, inst.d_km, EPS).passed
+
+
+def test_dual_bound_is_weak_duality(inst, exact_optimum):
+    """Any multipliers give a bound below the optimum; u = 0 gives eta * sum of positive costs."""
+    cost = inst.prior[:, None] * inst.cost_m
+    k, m = cost.shape
+    none = np.zeros(0, dtype=np.int64)
+    lb, lb0 = dual_bound(cost, np.zeros(k), np.zeros(0), none, none, none, np.zeros(0), eta=1e-6)
+    assert lb == pytest.approx(1e-6 * cost.sum()) and lb0 == 0.0
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        u = rng.normal(cost.sum(axis=1) / m, 1.0)
+        assert dual_bound(cost, u, np.zeros(0), none, none, none, np.zeros(0), eta=1e-6)[0] <= exact_optimum
+
+
+def test_bad_parameters_are_refused(inst):
+    with pytest.raises(ValueError, match="'gap' parameter of build_lp"):
+        build_lp(inst, EPS, gap=1.5)
+    with pytest.raises(ValueError, match="'method' parameter of build_lp"):
+        build_lp(inst, EPS, method="magic")
+    with pytest.raises(ValueError, match="use method='exact'"):
+        build_lp(inst, EPS, method="certified", spanner_dilation=1.5)
+    cost = inst.prior[:, None] * inst.cost_m
+    with pytest.raises(ValueError, match="'d_km' parameter of solve_optimal"):
+        solve_optimal(cost, inst.d_km[:3], EPS)
+
+
+def test_agrees_with_libqif(kotka):
+    """libqif's optimal mechanism (no floor) lies between our two bounds (skipped without qif)."""
+    qif = pytest.importorskip("qif")
+    d_privacy = qif.mechanism.d_privacy
+    small = make_instance(kotka, n_records=20, n_outputs=12, n_users=5, seed=2)
+    res = build_lp(small, EPS, gap=0.0, time_limit_s=60)
+    cost = small.cost_m  # qif minimises sum_x pi_x sum_y P[x, y] loss(x, y)
+    d = small.d_km
+    q = np.asarray(
+        d_privacy.min_loss_given_d(small.prior, small.n_outputs, lambda i, j: EPS * d[i, j], lambda x, y: cost[x, y])
+    )
+    qif_loss = float(np.einsum("x,xy,xy->", small.prior, cost, q))
+    det = res.details
+    # The floor only moves the optimum up, by at most cost_bound_m.
+    assert det["lower_bound_no_floor_m"] <= qif_loss * (1 + 1e-6)
+    assert qif_loss <= det["upper_bound_m"] * (1 + 1e-6)
+    assert det["upper_bound_m"] - qif_loss <= det["cost_bound_m"] + 1e-6
