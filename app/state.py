@@ -72,7 +72,7 @@ def _config(items: tuple) -> panda.PandaConfig:
     return panda.PandaConfig(**dict(items))
 
 
-#: Local worker processes for the heavy computations (one per core, at least 2; see panda.execution).
+#: Local worker processes for the heavy computations (one per core, at least 2, plus one kept for interactive jobs).
 N_WORKERS = default_n_workers()
 
 
