@@ -44,6 +44,10 @@ MAX_TABLE_ENTRIES = 4e7
 _WIDTHS = np.unique(np.concatenate([[1], 2 ** np.arange(31), 3 * 2 ** np.arange(30)]))
 #: Padded candidates sorted at once (a few MB: the work stays in cache).
 _SORT_BLOCK = 131_072
+#: Entries gathered at once while building the top-two tables.
+_TABLE_BLOCK = 4_000_000
+#: A chunk whose segments that need their sorted order hold more than this share of its candidates is sorted whole.
+_MAX_SORTED_SHARE = 0.3
 
 __all__ = [
     "MAX_MARGIN_CANDIDATES",
@@ -172,6 +176,44 @@ class _EnergyTable:
     def lookup(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``E(a[i], b[i])`` (bit-identical to :func:`_energy` on ``(min, max)``)."""
         return self.e[self.index[a], self.index[b]]
+
+
+class _TopTables:
+    """The two largest ``E(s, s')`` over ``s'`` in ``N(q)``, and where the largest sits.
+
+    For every surrogate ``s`` (row of the ``E`` table) and neighbourhood record ``q`` (row of the near table).
+    """
+
+    def __init__(self, table: _NearTable, energy: _EnergyTable):
+        n_c, n_r = energy.e.shape[0], table.records.size
+        col = energy.index[table.pos]
+        self.first = np.empty((n_c, n_r))
+        self.second = np.empty((n_c, n_r))
+        self.where = np.empty((n_c, n_r), dtype=np.int32)
+        for length in np.unique(table.len):
+            length = int(length)
+            qs = np.flatnonzero(table.len == length)
+            step = max(1, _TABLE_BLOCK // (n_c * max(length, 1)))
+            for s in range(0, qs.size, step):
+                blk = qs[s : s + step]
+                if length == 0:
+                    self.first[:, blk] = self.second[:, blk] = -np.inf
+                    self.where[:, blk] = 0
+                    continue
+                idx = col[table.start[blk][:, None] + np.arange(length)]
+                g = energy.e[:, idx.ravel()].reshape(n_c, blk.size, length)
+                at = g.argmax(axis=2)[:, :, None]
+                self.where[:, blk] = at[:, :, 0]
+                self.first[:, blk] = np.take_along_axis(g, at, axis=2)[:, :, 0]
+                np.put_along_axis(g, at, -np.inf, axis=2)
+                self.second[:, blk] = g.max(axis=2)
+
+    @classmethod
+    def maybe(cls, table: _NearTable, energy: _EnergyTable | None) -> _TopTables | None:
+        """Build the tables when the ``E`` table exists and they fit in :data:`MAX_TABLE_ENTRIES`."""
+        if energy is None or 2.0 * energy.e.shape[0] * table.records.size > MAX_TABLE_ENTRIES:
+            return None
+        return cls(table, energy)
 
 
 def _z_order(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
@@ -315,14 +357,36 @@ def margin_for_records(
     p = np.asarray(p, dtype=np.int64)
     q = np.asarray(q, dtype=np.int64)
     target = np.asarray(target, dtype=float)
-    # Unique record pairs (xi is symmetric in (p, q)).
-    lo, hi = np.minimum(p, q), np.maximum(p, q)
-    k = model.instance.n_records
-    keys, inverse = np.unique(lo * k + hi, return_inverse=True)
-    up, uq = keys // k, keys % k
     if table is None:
-        table = _NearTable(model, np.unique(np.concatenate([up, uq])))
-    rp, rq = table.rows(up), table.rows(uq)
+        table = _NearTable(model, np.unique(np.concatenate([p, q])))
+    return _search(model, table.rows(p), table.rows(q), target, fallback, table, energy)
+
+
+def _search(
+    model: SelectionModel,
+    rows_p: np.ndarray,
+    rows_q: np.ndarray,
+    target: np.ndarray,
+    fallback: str,
+    table: _NearTable,
+    energy: _EnergyTable | None,
+    tops: _TopTables | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`margin_for_records` on rows of ``table`` (its records are sorted, so row order is record order)."""
+    # Unique record pairs (xi is symmetric in (p, q)), in the order of (smaller, larger) record.
+    n_rows = table.records.size
+    key = np.minimum(rows_p, rows_q) * n_rows + np.maximum(rows_p, rows_q)
+    if n_rows * n_rows <= 50_000_000:  # mark the pairs on a dense grid instead of sorting the queries
+        seen = np.zeros(n_rows * n_rows, dtype=bool)
+        seen[key] = True
+        keys = np.flatnonzero(seen)
+        rank = np.cumsum(seen, dtype=np.int64) - 1
+        inverse = rank[key]
+        del seen, rank
+    else:
+        keys, inverse = np.unique(key, return_inverse=True)
+    rp, rq = keys // n_rows, keys % n_rows
+    up, uq = table.records[rp], table.records[rq]
     counts = table.len[rp] * table.len[rq]
     total_work = float(counts.sum())
     if total_work > MAX_MARGIN_CANDIDATES:
@@ -335,33 +399,372 @@ def margin_for_records(
         raise ValueError(msg)
     if energy is None:
         energy = _EnergyTable.maybe(model, table, total_work)
-    xi = np.full(p.size, np.inf)
-    reached = np.zeros(p.size, dtype=bool)
-    q_order = np.argsort(inverse, kind="stable")
-    q_sorted = inverse[q_order]
-    clear = _clearly_unreached(target, table.mass[rp[inverse]] * table.mass[rq[inverse]], counts[inverse])
+        tops = _TopTables.maybe(table, energy)
+    xi = np.full(target.size, np.inf)
+    reached = np.zeros(target.size, dtype=bool)
+    # Chunks of about CHUNK_CANDIDATES candidates over the unique pairs (the former search's, unchanged).
     cum_counts = np.cumsum(counts)
-    start = 0
-    while start < keys.size:
-        stop = max(
-            start + 1, int(np.searchsorted(cum_counts, cum_counts[start] - counts[start] + CHUNK_CANDIDATES, "right"))
-        )
-        lo_q, hi_q = np.searchsorted(q_sorted, [start, stop])
-        queries = q_order[lo_q:hi_q]
-        if fallback == "infinite" and clear[queries].all():
-            pass  # xi = inf, reached = False: the defaults
-        elif energy is None:
-            xi[queries], reached[queries] = _margin_unique(
-                model, up[start:stop], uq[start:stop], inverse[queries] - start, target[queries], fallback, table
+    bounds = [0]
+    while bounds[-1] < keys.size:
+        start = bounds[-1]
+        bounds.append(
+            max(
+                start + 1,
+                int(np.searchsorted(cum_counts, cum_counts[start] - counts[start] + CHUNK_CANDIDATES, "right")),
             )
-        else:
+        )
+    n_chunks = len(bounds) - 1
+    chunk_of = np.repeat(np.arange(n_chunks, dtype=np.uint16 if n_chunks < 65_536 else np.int64), np.diff(bounds))
+    q_chunk = chunk_of[inverse]
+    q_order = np.argsort(q_chunk, kind="stable")
+    q_bounds = np.concatenate([[0], np.cumsum(np.bincount(q_chunk, minlength=n_chunks))])
+    if fallback == "infinite":
+        clear = _clearly_unreached(target, table.mass[rp[inverse]] * table.mass[rq[inverse]], counts[inverse])
+    todo = [
+        c for c in range(n_chunks) if fallback != "infinite" or not clear[q_order[q_bounds[c] : q_bounds[c + 1]]].all()
+    ]
+    grid = None
+    if energy is not None and tops is not None and todo:
+        grid = _GridPlan(rp, rq, up, uq, counts, table, energy, tops, np.asarray(bounds))
+    for c in todo:  # chunks left out: every target clearly unreachable, xi = inf and reached = False
+        start, stop = bounds[c], bounds[c + 1]
+        queries = q_order[q_bounds[c] : q_bounds[c + 1]]
+        qseg, qt = inverse[queries] - start, target[queries]
+        if energy is None:
+            xi[queries], reached[queries] = _margin_unique(
+                model, up[start:stop], uq[start:stop], qseg, qt, fallback, table
+            )
+            continue
+        answer = None if grid is None else grid.chunk(start, stop, qseg, qt, fallback)
+        if answer is None:
             e_pair = energy.lookup(up[start:stop], uq[start:stop])
             delta, weight = _sorted_candidates(rp[start:stop], rq[start:stop], e_pair, table, energy)
-            xi[queries], reached[queries] = _answer_chunk(
-                delta, weight, counts[start:stop], inverse[queries] - start, target[queries], fallback
-            )
-        start = stop
+            answer = _answer_chunk(delta, weight, counts[start:stop], qseg, qt, fallback)
+        xi[queries], reached[queries] = answer
     return xi, reached
+
+
+class _GridPlan:
+    """Algorithm 2 on whole chunks without sorting most segments, with the former search's rounding.
+
+    The former search adds every candidate weight, in sorted order, to one running float sum per chunk.
+    While that sum stays inside one binade ``[2^e, 2^(e+1))`` every addition lands on the grid of spacing
+    ``u = 2^(e-52)``: ``fl(x + w) = x + u rint(w / u)`` (barring exact half-way ties, which are detected),
+    whatever the order. So a segment's contribution is ``u`` times an integer sum ``M`` (no sort), the
+    running sum at every segment start is exact, and ``cum - x`` inside the segment is exact too.
+    Segments whose sum crosses a binade (about one per power of two, plus the first of each chunk),
+    has a tie, or whose answer needs more than the top of the sorted order, are sorted and summed
+    exactly as before, from the exact running sum. The segment top (largest and second-largest Delta,
+    and the weight of the last candidate in sorted order) comes from :class:`_TopTables`. Every step is
+    checked; a chunk whose check fails is searched in full.
+    """
+
+    def __init__(self, rp, rq, up, uq, counts, table, energy, tops, bounds):
+        self.rp, self.rq, self.counts, self.table, self.energy = rp, rq, counts, table, energy
+        self.e_pair = energy.lookup(up, uq)
+        # Approximate running sum at each segment start (its exact value differs by far less than `margin`).
+        approx_total = table.mass[rp] * table.mass[rq]
+        chunk = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
+        before = np.cumsum(approx_total) - approx_total
+        start_sum = before - before[bounds[:-1]][chunk]
+        expo = np.floor(np.log2(np.maximum(start_sum, 1.0)))
+        margin = np.ldexp(1.0, (expo - 20).astype(np.int64))
+        self.regular = (
+            (start_sum >= 1.0)
+            & (start_sum - margin >= np.ldexp(1.0, expo.astype(np.int64)))
+            & (start_sum + approx_total + margin < np.ldexp(1.0, (expo + 1).astype(np.int64)))
+            & (counts > 0)
+        )
+        self.expo = expo.astype(np.int64)
+        scale = np.where(self.regular, np.ldexp(1.0, 52 - self.expo), 0.0)
+        self.m_sum, tie = _grid_sums(rp, rq, scale, table)
+        self.regular &= ~tie
+        self.scale = scale
+        self.d_max, self.d_second, self.w_top, self.ambiguous = _segment_tops(rp, rq, self.e_pair, table, energy, tops)
+
+    def chunk(self, start, stop, qseg, target, fallback):
+        """Return ``(xi, reached)`` for the chunk's queries, or ``None`` when the chunk must be sorted whole."""
+        sl = slice(start, stop)
+        regular = self.regular[sl]
+        counts, m_sum, expo = self.counts[sl], self.m_sum[sl], self.expo[sl]
+        u = np.ldexp(1.0, expo - 52)
+        d_max, d_second, ambiguous = self.d_max[sl], self.d_second[sl], self.ambiguous[sl]
+        finite = np.isfinite(self.e_pair[sl])
+        # Answers from the segment top (regular segments).
+        q_reg = regular[qseg]
+        seg_total = u[qseg] * m_sum[qseg]
+        ok = (seg_total >= target) & (target <= 1.0)
+        slack = m_sum[qseg] - np.ceil(target / u[qseg])
+        m_top = np.rint(self.w_top[sl][qseg] * self.scale[sl][qseg])
+        top_known = (m_top > slack) & ~ambiguous[qseg]
+        xi = np.full(qseg.size, np.inf)
+        xi[ok] = d_max[qseg[ok]]
+        # Reached, but the top candidate's weight does not cover the slack: walk down from the top.
+        walk = np.flatnonzero(q_reg & ok & ~top_known & finite[qseg])
+        unresolved = np.zeros(qseg.size, dtype=bool)
+        if walk.size:  # one walk per (segment, slack)
+            order = np.lexsort((slack[walk], qseg[walk]))
+            s_seg, s_slack = qseg[walk][order], slack[walk][order]
+            first = np.concatenate([[True], (np.diff(s_seg) != 0) | (np.diff(s_slack) != 0)])
+            group = np.cumsum(first) - 1
+            inv = np.empty(walk.size, dtype=np.int64)
+            inv[order] = group
+            pairs = (s_seg[first], s_slack[first])
+            seg_w = pairs[0]
+            found, value = _walk_from_top(
+                self.rp[sl][seg_w],
+                self.rq[sl][seg_w],
+                self.e_pair[sl][seg_w],
+                self.scale[sl][seg_w],
+                pairs[1],
+                self.table,
+                self.energy,
+            )
+            xi[walk] = value[inv]
+            unresolved[walk] = ~found[inv]
+        needs_sort = q_reg & (unresolved | ~finite[qseg])
+        sort_seg = ~regular
+        sort_seg[qseg[needs_sort]] = True
+        sorted_idx = np.flatnonzero(sort_seg)
+        if counts[sorted_idx].sum() > _MAX_SORTED_SHARE * counts.sum():
+            return None
+        if fallback == "second_largest":
+            miss = ~ok
+            xi[miss] = np.where(counts[qseg[miss]] >= 2, d_second[qseg[miss]], d_max[qseg[miss]])
+        # Exact running sum at every segment start: grid sums over regular runs, sorted sums elsewhere.
+        sorted_delta, sorted_weight = _sorted_candidates(
+            self.rp[sl][sorted_idx], self.rq[sl][sorted_idx], self.e_pair[sl][sorted_idx], self.table, self.energy
+        )
+        offsets = np.concatenate([[0], np.cumsum(counts[sorted_idx])])
+        x_start = np.empty(counts.size)
+        x, prev = 0.0, 0
+        crossing = np.flatnonzero(~regular)
+        for k in [*crossing.tolist(), counts.size]:
+            if k > prev:  # a run of regular segments: one binade, grid sums
+                e = expo[prev]
+                if np.any(expo[prev:k] != e) or x < np.ldexp(1.0, int(e)):
+                    return None
+                run = np.cumsum(m_sum[prev:k])
+                x_start[prev:k] = x + u[prev] * (run - m_sum[prev:k])
+                x = x + u[prev] * run[-1]
+                if not x < np.ldexp(1.0, int(e) + 1):
+                    return None
+            if k == counts.size:
+                break
+            x_start[k] = x
+            pos = np.searchsorted(sorted_idx, k)
+            x = float(np.cumsum(np.concatenate([[x], sorted_weight[offsets[pos] : offsets[pos + 1]]]))[-1])
+            prev = k + 1
+        # Sorted segments: Algorithm 2 from the exact running sum, as in the former search.
+        mine = np.flatnonzero(sort_seg[qseg])
+        if mine.size:
+            row = np.searchsorted(sorted_idx, qseg[mine])
+            xi[mine], ok[mine] = _answer_sorted(
+                sorted_delta, sorted_weight, counts[sorted_idx], x_start[sorted_idx], row, target[mine], fallback
+            )
+        return xi, ok
+
+
+def _walk_from_top(
+    rp: np.ndarray,
+    rq: np.ndarray,
+    e_pair: np.ndarray,
+    scale: np.ndarray,
+    slack: np.ndarray,
+    table: _NearTable,
+    energy: _EnergyTable,
+    rounds: int = 6,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Delta of the candidate where Algorithm 2 stops, found from the top of the sorted order.
+
+    On the grid the running sum inside a segment is ``M`` minus the grid weights ``m`` of the candidates
+    after the current one, so the search stops at the first candidate, going down from the largest
+    ``(Delta, position)``, at which the grid weights seen so far exceed ``slack = M - ceil(target / u)``.
+    Candidates with ``m = 0`` never count. Returns ``(found, delta)``; ``found`` is False when more than
+    ``rounds`` candidates with ``m > 0`` would be needed (the segment is then sorted).
+    """
+    n = rp.size
+    found = np.zeros(n, dtype=bool)
+    value = np.full(n, np.nan)
+    counts = table.len[rp] * table.len[rq]
+    width_of = _WIDTHS[np.searchsorted(_WIDTHS, counts)]
+    for w in np.unique(width_of[counts > 0]):
+        j = np.flatnonzero(width_of == w)
+        delta, weight, valid = _padded_candidates(rp[j], rq[j], e_pair[j], int(w), table, energy)
+        m = np.rint(weight * scale[j][:, None])
+        alive = valid & (m > 0)
+        seen = np.zeros(j.size)
+        need = slack[j]
+        for _ in range(rounds):  # rows still walking: j, delta, m, alive, seen, need
+            has = alive.any(axis=1)
+            j, delta, m, alive, seen, need = j[has], delta[has], m[has], alive[has], seen[has], need[has]
+            if not j.size:
+                break
+            r = np.arange(j.size)
+            top = np.where(alive, delta, -np.inf).max(axis=1)
+            last = int(w) - 1 - np.argmax((alive & (delta == top[:, None]))[:, ::-1], axis=1)
+            seen += m[r, last]
+            hit = seen > need
+            value[j[hit]] = delta[r[hit], last[hit]]
+            found[j[hit]] = True
+            alive[r, last] = False
+            keep = ~hit
+            j, delta, m, alive, seen, need = j[keep], delta[keep], m[keep], alive[keep], seen[keep], need[keep]
+    return found, value
+
+
+def _padded_candidates(
+    rp: np.ndarray, rq: np.ndarray, e_pair: np.ndarray, width: int, table: _NearTable, energy: _EnergyTable
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidates of segments as rows of ``width`` (row-major ``N(p) x N(q)``): ``(delta, weight, valid)``."""
+    lp, lq = table.len[rp], table.len[rq]
+    col = energy.index[table.pos]
+    t = np.arange(width)
+    valid = t[None, :] < (lp * lq)[:, None]
+    b = lq[:, None]
+    i_p = np.minimum(((t[None, :] + 0.5) / b).astype(np.int64), lp[:, None] - 1)
+    i_q = np.where(valid, t[None, :] - i_p * b, 0)
+    i_p += table.start[rp][:, None]
+    i_q += table.start[rq][:, None]
+    delta = energy.e[col[i_p], col[i_q]]
+    delta -= e_pair[:, None]
+    return delta, table.v[i_p] * table.v[i_q], valid
+
+
+def _answer_sorted(
+    delta: np.ndarray,
+    weight: np.ndarray,
+    counts: np.ndarray,
+    x_start: np.ndarray,
+    row: np.ndarray,
+    target: np.ndarray,
+    fallback: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2 on sorted segments whose running sum starts at ``x_start`` (queries on segment ``row``).
+
+    Every segment's sum is accumulated from its own start value, one addition at a time (the order of
+    the former chunk-wide running sum), on rows padded with zeros (adding 0.0 changes nothing).
+    """
+    n, width = counts.size, int(counts.max()) if counts.size else 0
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    t = np.arange(width)
+    valid = t[None, :] < counts[:, None]
+    flat = np.where(valid, starts[:, None] + t[None, :], 0)
+    rows = np.zeros((n, width + 1))
+    rows[:, 0] = x_start
+    rows[:, 1:] = np.where(valid, weight[flat] if weight.size else 0.0, 0.0)
+    cum = np.add.accumulate(rows, axis=1)
+    x_in = cum[:, 1:] - x_start[:, None]
+    seg_total = np.where(counts > 0, x_in[np.arange(n), np.maximum(counts - 1, 0)] if width else 0.0, 0.0)
+    lo = np.zeros(row.size, dtype=np.int64)
+    hi = counts[row].copy()
+    while True:  # first position with x_in >= target (x_in is non-decreasing)
+        active = lo < hi
+        if not active.any():
+            break
+        mid = (lo + hi) // 2
+        below = np.zeros(row.size, dtype=bool)
+        below[active] = x_in[row[active], mid[active]] < target[active]
+        lo = np.where(active & below, mid + 1, lo)
+        hi = np.where(active & ~below, mid, hi)
+    cnt = counts[row]
+    ok = (lo < cnt) & (target <= seg_total[row] + 1e-15) & (target <= 1.0)
+    xi = np.full(row.size, np.inf)
+    xi[ok] = delta[starts[row[ok]] + lo[ok]]
+    if fallback == "second_largest":
+        miss = ~ok & (cnt > 0)
+        last = starts[row[miss]] + cnt[miss] - 1
+        xi[miss] = delta[np.where(cnt[miss] >= 2, last - 1, last)]
+    return xi, ok
+
+
+def _grid_sums(rp: np.ndarray, rq: np.ndarray, scale: np.ndarray, table: _NearTable) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``M = sum rint(w scale)`` per segment with ``scale > 0``, and whether it has a rounding tie.
+
+    A tie (some ``w scale`` exactly half-way between two integers) makes the order matter.
+    """
+    lp, lq = table.len[rp], table.len[rq]
+    m_sum = np.zeros(rp.size)
+    tie = np.zeros(rp.size, dtype=bool)
+    todo = np.flatnonzero(scale > 0)
+    if not todo.size:
+        return m_sum, tie
+    width = int(table.len.max()) + 1
+    shape = lp[todo] * width + lq[todo]
+    order = np.argsort(shape, kind="stable")
+    cuts = np.flatnonzero(np.diff(shape[order])) + 1
+    for segs in np.split(todo[order], cuts):
+        a, b = int(lp[segs[0]]), int(lq[segs[0]])
+        step = max(1, _SORT_BLOCK // max(a * b, 1))
+        for s in range(0, segs.size, step):
+            j = segs[s : s + step]
+            vp = table.v[table.start[rp[j]][:, None] + np.arange(a)] * scale[j][:, None]
+            vq = table.v[table.start[rq[j]][:, None] + np.arange(b)]
+            w = vp[:, :, None] * vq[:, None, :]  # = scale * fl(v_p v_q): scaling by 2^k is exact
+            m = np.rint(w)
+            tie[j] = (np.abs(w - m) == 0.5).any(axis=(1, 2))
+            m_sum[j] = m.sum(axis=(1, 2))  # integers below 2^53: exact in any order
+    return m_sum, tie
+
+
+def _segment_tops(
+    rp: np.ndarray, rq: np.ndarray, e_pair: np.ndarray, table: _NearTable, energy: _EnergyTable, tops: _TopTables
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return, per segment, the largest and second-largest Delta and the weight of the top candidate.
+
+    The top candidate is the one with the largest ``E``; ``ambiguous`` flags segments where it might not
+    be the last in sorted order (equal largest Deltas, or an ``E(p, q)`` that is not finite).
+    """
+    lp = table.len[rp]
+    n = rp.size
+    e1 = np.full(n, -np.inf)
+    e2 = np.full(n, -np.inf)
+    w_top = np.zeros(n)
+    col = energy.index[table.pos]
+    for a in np.unique(lp):
+        a = int(a)
+        if a == 0:
+            continue
+        j = np.flatnonzero(lp == a)
+        rows = col[table.start[rp[j]][:, None] + np.arange(a)]
+        q = rq[j][:, None]
+        first = tops.first[rows, q]
+        second = tops.second[rows, q]
+        at = first.argmax(axis=1)
+        r = np.arange(j.size)
+        e1[j] = first[r, at]
+        first[r, at] = -np.inf
+        e2[j] = np.maximum(first.max(axis=1), second[r, at])
+        iq = tops.where[rows[r, at], rq[j]]
+        w_top[j] = table.v[table.start[rp[j]] + at] * table.v[table.start[rq[j]] + iq]
+    with np.errstate(invalid="ignore"):
+        d_max = e1 - e_pair
+        d_second = e2 - e_pair
+    finite = np.isfinite(e_pair)
+    tied = np.flatnonzero((d_second == d_max) & finite)
+    if tied.size:  # equal largest Deltas: the last of them in sorted order has the largest position
+        w_top[tied] = _last_top_weight(rp[tied], rq[tied], e_pair[tied], d_max[tied], table, energy)
+    return d_max, d_second, w_top, ~finite
+
+
+def _last_top_weight(
+    rp: np.ndarray,
+    rq: np.ndarray,
+    e_pair: np.ndarray,
+    d_max: np.ndarray,
+    table: _NearTable,
+    energy: _EnergyTable,
+) -> np.ndarray:
+    """Weight of the last candidate with Delta ``d_max`` in each segment (the last in sorted order)."""
+    counts = table.len[rp] * table.len[rq]
+    out = np.zeros(rp.size)
+    width_of = _WIDTHS[np.searchsorted(_WIDTHS, counts)]
+    for w in np.unique(width_of[counts > 0]):
+        j = np.flatnonzero(width_of == w)
+        delta, weight, valid = _padded_candidates(rp[j], rq[j], e_pair[j], int(w), table, energy)
+        last = int(w) - 1 - np.argmax(((delta == d_max[j][:, None]) & valid)[:, ::-1], axis=1)
+        out[j] = weight[np.arange(j.size), last]
+    return out
 
 
 def _sorted_candidates(
@@ -440,8 +843,8 @@ def _answer_chunk(
     cum0 = np.concatenate([[0.0], cum])
     seg_base = cum0[seg_start]
     seg_total = np.where(counts > 0, cum0[seg_start + counts] - seg_base, 0.0)
-    if target.size and np.all(target == target[0]):
-        useg, inv = np.unique(qseg, return_inverse=True)
+    if target.size and np.all(target == target[0]):  # every segment has a query: answer per segment
+        useg, inv = np.arange(counts.size), qseg
         utarget = np.full(useg.size, target[0])
     else:
         useg, utarget, inv = qseg, target, np.arange(qseg.size)
@@ -578,13 +981,15 @@ def safety_margins(model: SelectionModel, x: np.ndarray, x2: np.ndarray) -> Marg
         # Work bound: every query's candidates (distinct record pairs are fewer).
         len_sum = table.len[table.rows(nb)].sum(axis=1).astype(float)
         energy = _EnergyTable.maybe(model, table, float((len_sum[ia[todo]] * len_sum[ib[todo]]).sum()))
+    tops = _TopTables.maybe(table, energy) if todo.size else None
+    rows_nb = table.rows(nb)
     step = max(1, 5_000_000 // (g * g))  # queries per call; candidates are deduplicated inside
     for start in range(0, todo.size, step):
         chunk = todo[start : start + step]
-        pp = np.repeat(nb[ia[chunk]], g, axis=1).ravel()
-        qq = np.tile(nb[ib[chunk]], (1, g)).ravel()
+        pp = np.repeat(rows_nb[ia[chunk]], g, axis=1).ravel()
+        qq = np.tile(rows_nb[ib[chunk]], (1, g)).ravel()
         tt = np.repeat(np.minimum(target[chunk], 1.0), g * g)
-        xi, reached = margin_for_records(model, pp, qq, tt, fallback=cfg.margin_fallback, table=table, energy=energy)
+        xi, reached = _search(model, pp, qq, tt, cfg.margin_fallback, table, energy, tops)
         xi = xi.reshape(chunk.size, g * g)
         ok = reached.reshape(chunk.size, g * g).all(axis=1)
         xi_hat[chunk] = xi.max(axis=1)

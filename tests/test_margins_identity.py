@@ -52,10 +52,36 @@ def test_safety_margins_are_bit_identical_to_the_former_search(network, n_record
         np.testing.assert_array_equal(getattr(new, field), getattr(old, field), err_msg=field, strict=True)
 
 
+@pytest.mark.parametrize("chunk", [2_000_000, 3_000])
+@pytest.mark.parametrize("name,overrides", [SETTINGS[0], SETTINGS[5], SETTINGS[6], SETTINGS[8]])
+def test_every_chunk_through_the_grid_path_is_bit_identical(monkeypatch, name, overrides, chunk):
+    """No chunk falls back to sorting whole (the grid path answers it), with large and with tiny chunks."""
+    monkeypatch.setattr(pm, "_MAX_SORTED_SHARE", 1.0)
+    monkeypatch.setattr(pm, "CHUNK_CANDIDATES", chunk)
+    monkeypatch.setattr(ref, "CHUNK_CANDIDATES", chunk)
+    calls = {"grid": 0, "whole": 0}
+    original = pm._GridPlan.chunk
+
+    def counted(self, *args):
+        out = original(self, *args)
+        calls["grid" if out is not None else "whole"] += 1
+        return out
+
+    monkeypatch.setattr(pm._GridPlan, "chunk", counted)
+    for network, n_records, seed in [("kotka", 224, 0), ("neubrandenburg", 400, 1), ("liechtenstein", 300, 2)]:
+        model, x, x2 = _pairs(network, n_records, name, overrides, seed)
+        new, old = pm.safety_margins(model, x, x2), ref.safety_margins(model, x, x2)
+        for field in ("xi_hat", "target", "bayes_prob", "unreachable", "fallback_used"):
+            np.testing.assert_array_equal(getattr(new, field), getattr(old, field), err_msg=field, strict=True)
+    assert calls["grid"] > 0
+
+
+@pytest.mark.parametrize("share", [0.3, 1.0])
 @pytest.mark.parametrize("fallback", ["infinite", "second_largest"])
 @pytest.mark.parametrize("network", ["kotka", "liechtenstein"])
-def test_margin_for_records_is_bit_identical_for_any_target(network, fallback):
+def test_margin_for_records_is_bit_identical_for_any_target(monkeypatch, network, fallback, share):
     """Random record pairs (p == q included) and targets from 0 to above 1, both fallbacks."""
+    monkeypatch.setattr(pm, "_MAX_SORTED_SHARE", share)
     inst = panda.make_instance(panda.load_city(network), n_records=200, n_outputs=20, n_users=10, seed=3)
     cfg = panda.preset("paper", gamma_km=0.5, alpha=0.9, margin_fallback=fallback)
     model = SelectionModel.build(inst, cfg)
