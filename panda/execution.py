@@ -245,7 +245,7 @@ def _execute(target: str | Callable[..., Any], args: tuple, kwargs: dict) -> Any
     from distributed import get_worker
 
     worker = get_worker()
-    key = worker.get_current_task()
+    key = str(worker.get_current_task())
     worker.log_event(EVENT_TOPIC, {"key": key, "event": "start", "worker": worker.address, "pid": os.getpid()})
     try:
         if isinstance(target, str):
@@ -387,7 +387,8 @@ class Executor:
             ADDRESS_SPACE_ENV: str(self.address_space),
         }
         env.pop(SCHEDULER_ENV, None)
-        out = open(worker_log, "ab") if worker_log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+        log_file = open(worker_log, "ab") if worker_log else None  # noqa: SIM115 (closed below)
+        out: Any = log_file if log_file is not None else subprocess.DEVNULL
         common = [
             sys.executable,
             "-m",
@@ -416,8 +417,8 @@ class Executor:
                 )
                 self._procs.append(proc)
         finally:
-            if worker_log:
-                out.close()
+            if log_file is not None:
+                log_file.close()
         return address
 
     def _stop_local(self) -> None:
@@ -508,6 +509,7 @@ class Executor:
             flight = self._flights.get(str(msg.get("key")))
             if flight is None:
                 return
+            item: tuple
             if msg.get("event") == "start":
                 flight.started = time.monotonic()
                 flight.worker = msg.get("worker")
@@ -696,20 +698,21 @@ class Executor:
         if status == "finished":
             try:
                 return future.result()
-            except Exception as exc:  # noqa: BLE001 (the result was lost with its worker)
-                raise JobError(f"the result could not be fetched ({_describe(exc)})") from None
+            except Exception as lost:  # noqa: BLE001 (the result was lost with its worker)
+                raise JobError(f"the result could not be fetched ({_describe(lost)})") from None
+        error: BaseException | None
         try:
-            exc = future.exception()
+            error = future.exception()
         except Exception as err:  # noqa: BLE001
-            exc = err
-        if isinstance(exc, JobMemoryError):
+            error = err
+        if isinstance(error, JobMemoryError):
             self._restart(flight.worker)
-            raise JobError(str(exc)) from None
-        if isinstance(exc, JobError):
-            raise JobError(str(exc)) from None
-        if isinstance(exc, KilledWorker):
+            raise JobError(str(error)) from None
+        if isinstance(error, JobError):
+            raise JobError(str(error)) from None
+        if isinstance(error, KilledWorker):
             raise JobError(CRASH_MESSAGE) from None
-        raise JobError(_describe(exc) if exc is not None else f"the computation ended as {status!r}") from None
+        raise JobError(_describe(error) if error is not None else f"the computation ended as {status!r}") from None
 
     def _stop(self, flight: _Flight, reason: str) -> None:
         """Cancel a job (for every caller waiting for it) and restart the worker running it."""
