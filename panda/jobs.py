@@ -82,6 +82,18 @@ def _job_tradeoff_curve(instance, methods, epsilons, panda_items, seed, lp_time_
     )
 
 
+def _job_relaxed_lower_bound(cost, pairs_i, pairs_j, exponent, eta, time_limit_s, solver, progress):
+    """Solve the Relaxed AnPO of a PAnDA view (``panda.lp.solve_mdp_lp`` on its anchor pairs); metres."""
+    import time
+
+    from panda.lp import solve_mdp_lp
+
+    progress("relaxed lower bound", 0.0)
+    t0 = time.perf_counter()
+    rel = solve_mdp_lp(cost, pairs_i, pairs_j, exponent, eta=eta, time_limit_s=time_limit_s, solver=solver)
+    return {"status": rel.lp.status, "objective_m": float(rel.objective), "time_s": time.perf_counter() - t0}
+
+
 #: Job name -> function(*args, progress) run on a worker.
 JOBS: dict[str, Callable[..., Any]] = {
     "run_panda": _job_run_panda,
@@ -89,6 +101,7 @@ JOBS: dict[str, Callable[..., Any]] = {
     "baseline": _job_baseline,
     "audit_panda": _job_audit_panda,
     "tradeoff_curve": _job_tradeoff_curve,
+    "relaxed_lower_bound": _job_relaxed_lower_bound,
 }
 
 #: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
@@ -96,6 +109,7 @@ JOB_PRIORITY: dict[str, int] = {
     "run_panda": 10,
     "baseline": 10,
     "audit_panda": 10,
+    "relaxed_lower_bound": 10,
     "delta_sweep": 0,
     "tradeoff_curve": 0,
 }

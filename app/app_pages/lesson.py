@@ -16,7 +16,7 @@ import panda
 from app import common, curve_charts, lesson, lesson_charts, lesson_maps, maps, state
 from app.analysis import fmt_m, fmt_pct, surrogate_rows
 from app.params import LESSON_TABS, RANGES, to_config
-from app.worker import WorkerError
+from panda.execution import JobError
 
 #: Time limit of one LP-based mechanism build on this page, seconds (the page says when it is hit).
 LP_TIME_LIMIT_S = 20.0
@@ -181,7 +181,7 @@ def _baseline_rows(key: str) -> _Rows:
             job = state.start(state.baseline, params.instance_key, key, eps, options)
             mech = job.result()
             out.numbers = state.mechanism_numbers(params.instance_key, key, eps, options)
-    except WorkerError as exc:
+    except JobError as exc:
         out.problem = f"**{label} could not be built here:** {exc}."
         return out
     if mech.matrix is None:
