@@ -167,7 +167,9 @@ def add_instance_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
     """PAnDA configuration options (each overrides the preset)."""
-    p.add_argument("--preset", default="paper", choices=["paper", "artifact", "recommended"], help="named configuration")
+    p.add_argument(
+        "--preset", default="paper", choices=["paper", "artifact", "recommended"], help="named configuration"
+    )
     p.add_argument("--epsilon", type=float, default=None, help="privacy budget eps, 1/km")
     p.add_argument("--delta", type=float, default=None, help="failure probability delta")
     p.add_argument("--alpha", type=float, default=None, help="selection scale alpha in (0, 1)")
@@ -254,6 +256,8 @@ def cmd_run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     result = run_panda(inst, config, seed=args.seed)
     s = result.summary()
     split = s["budget_split"]
+    bound = s["relaxed_lower_bound_m"]
+    relaxed_note = "" if bound == bound else f" ({s['lp'].get('relaxed_status', 'not computed')})"
     lines = [
         f"PAnDA on {inst.network.name}: K={inst.n_records}, N={inst.n_users}, |Y|={inst.n_outputs}, "
         f"eps={config.epsilon_per_km}/km, delta={config.delta:g}, preset={args.preset}, decay={config.decay}",
@@ -264,7 +268,7 @@ def cmd_run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         f"unreachable delta target {s['n_unreachable_target_pairs']:,}",
         f"  LP: {s['lp_status']}, objective {_fmt(s['lp_objective_m'], ' m')}, lower bound "
         f"{_fmt(s['relaxed_lower_bound_m'], ' m')}"
-        f"{'' if s['relaxed_lower_bound_m'] == s['relaxed_lower_bound_m'] else ' (' + s['lp'].get('relaxed_status', 'not computed') + ')'}"
+        f"{relaxed_note}"
         f", ratio {_fmt(s['approximation_ratio'], '', 3)}",
         f"  utility loss at true records: expected {_fmt(s['loss_expected_m'], ' m')}, "
         f"sampled {_fmt(s['loss_sampled_m'], ' m')}",
@@ -332,7 +336,10 @@ def cmd_compare(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     config = config_from_args(args)
     inst = instance_from_args(args)
     rows = compare(inst, methods, config=config, seed=args.seed, time_limit_s=args.method_time_limit)
-    header = f"{'method':<9} {'loss (m)':>10} {'viol. rate':>10} {'eps_min (1/km)':>14} {'adv. err (m)':>12} {'time (s)':>9}  status"
+    header = (
+        f"{'method':<9} {'loss (m)':>10} {'viol. rate':>10} {'eps_min (1/km)':>14} {'adv. err (m)':>12} "
+        f"{'time (s)':>9}  status"
+    )
     print(
         f"{inst.network.name}: K={inst.n_records}, N={inst.n_users}, |Y|={inst.n_outputs}, "
         f"eps={config.epsilon_per_km}/km, seed={args.seed}",
@@ -352,7 +359,8 @@ def cmd_compare(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         if r["method"].startswith("panda") and r.get("pmdp_user_rate_over_delta") == r.get("pmdp_user_rate_over_delta"):
             print(
                 f"  {r['method']}: user pairs whose violation probability exceeds delta: "
-                f"{100 * r['pmdp_user_rate_over_delta']:.1f} %; loss at users' true records {_fmt(r['users_loss_m'], ' m')}",
+                f"{100 * r['pmdp_user_rate_over_delta']:.1f} %; "
+                f"loss at users' true records {_fmt(r['users_loss_m'], ' m')}",
                 file=out,
             )
     if args.json_out:
@@ -420,7 +428,10 @@ def _add_experiment_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--executor",
         metavar="WHERE",
-        help="local (process pool, default), serial, or a dask scheduler address tcp://host:8786 / dask://host:8786",
+        help=(
+            "local (process pool, default), serial, dask (the Dask execution layer: a local cluster, or "
+            "$PANDA_DASK_SCHEDULER), or a dask scheduler address tcp://host:8786 / dask://host:8786"
+        ),
     )
     p.add_argument("--workers", metavar="N", type=int, help="processes of the local executor (CPU count)")
     p.add_argument("--no-isolate", action="store_true", help="run methods in the unit's process (no hard limit)")

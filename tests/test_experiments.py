@@ -6,6 +6,9 @@ import csv
 import io
 import json
 import math
+import os
+import time
+import types
 
 import pytest
 
@@ -188,23 +191,78 @@ def test_other_settings_in_the_same_folder_are_refused(local_run):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_dask_executor_gives_the_local_numbers(local_run, tmp_path):
-    distributed = pytest.importorskip("distributed")
+@pytest.fixture(scope="module")
+def dask_executor():
+    """The process-wide executor of panda.execution: a local cluster of two workers, gone at teardown."""
+    pytest.importorskip("distributed")
+    psutil = pytest.importorskip("psutil")
+    from panda.execution import close_executor, get_executor
+
+    def worker_processes():
+        return [p for p in psutil.Process().children(recursive=True) if "dask_worker" in " ".join(p.cmdline())]
+
+    saved = {name: os.environ.pop(name, None) for name in ("PANDA_DASK_SCHEDULER", "PANDA_DASK_WORKERS")}
+    os.environ["PANDA_DASK_WORKERS"] = "2"  # one interactive worker, one for long jobs (the units)
+    try:
+        close_executor()
+        executor = get_executor()
+        executor.wait_for_workers(2, timeout_s=180)
+        yield executor
+    finally:
+        close_executor()
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+        deadline = time.monotonic() + 20
+        while worker_processes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not worker_processes(), "Dask worker processes left behind"
+
+
+def test_dask_executor_gives_the_local_numbers(local_run, dask_executor, tmp_path):
+    from panda.execution import get_executor
+
     out, _ = local_run
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-    ) as cluster:
-        outcome = ex.run_experiment(
-            _spec(), tmp_path / "dask", executor=cluster.scheduler_address, progress=None, figures=False
-        )
+    outcome = ex.run_experiment(_spec(), tmp_path / "dask", executor="dask", progress=None, figures=False)
     assert outcome.n_rows_written == 12 and not outcome.failed_units
     _assert_same_numbers(ex.read_rows(tmp_path / "dask"), ex.read_rows(out))
+    meta = json.loads((tmp_path / "dask" / "experiment.json").read_text())
+    assert meta["runs"][-1]["executor"] == "dask"
+    # a scheduler address is get_executor(address): here the same process-wide executor
+    small = tmp_path / "address"
+    outcome = ex.run_experiment(
+        _spec(k_values=[40], repeats=1), small, executor=dask_executor.address, progress=None, figures=False
+    )
+    assert outcome.n_rows_written == 3 and not outcome.failed_units
+    assert get_executor() is dask_executor and not dask_executor.closed
+    _assert_same_numbers(ex.read_rows(small), [r for r in ex.read_rows(out) if r["K"] == 40 and r["repetition"] == 0])
+
+
+def test_a_dask_unit_past_its_time_limit_is_stopped_and_recorded_failed(dask_executor, tmp_path, monkeypatch):
+    from panda.experiments import runner
+
+    monkeypatch.setattr(runner, "_unit_time_limit", lambda unit, skip: 1.0)
+    spec = ex.ExperimentSpec(
+        networks=["kotka"], k_values=[200], methods=["lp"], n_users=10, n_outputs=200, time_limit_s=60, seed=1
+    )
+    t0 = time.monotonic()
+    outcome = ex.run_experiment(spec, tmp_path, executor="dask", progress=None, figures=False)
+    assert time.monotonic() - t0 < 60
+    assert outcome.n_rows_written == 0
+    ((label, error),) = outcome.failed_units
+    assert label == "kotka K=200 rep 0" and "did not finish within 1 s" in error
+    assert dask_executor.restarted  # its worker was restarted
 
 
 def test_dask_address_spellings():
     assert ex._dask_address("dask://10.0.0.1:8786") == "tcp://10.0.0.1:8786"
     assert ex._dask_address("tcp://10.0.0.1:8786") == "tcp://10.0.0.1:8786"
     assert ex._dask_address("local") is None
+    assert ex.runner._normalise_executor(" dask ") == "dask"
+    assert ex.runner._normalise_executor("dask://10.0.0.1:8786") == "tcp://10.0.0.1:8786"
+    client = types.SimpleNamespace(scheduler=types.SimpleNamespace(address="tcp://10.0.0.2:8786"))
+    assert ex.runner._normalise_executor(client) == "tcp://10.0.0.2:8786"  # a distributed.Client: its scheduler
     with pytest.raises(ValueError, match="executor"):
         ex.run_experiment(_spec(), "unused", executor="ray://x")
 

@@ -24,13 +24,18 @@ instance (same X, Y, users, tasks and prior) with the same mechanism seed. Metho
 ``delta``.
 
 Units run on local processes (``concurrent.futures.ProcessPoolExecutor``, the default), in this
-process (``"serial"``), or on a dask.distributed cluster (``"tcp://host:port"`` or
-``"dask://host:port"``, the scheduler's address). Inside a unit each method runs in a child process
-(``isolate=True``) so that its time limit is a hard wall-clock limit: a method that reaches it is
-stopped and recorded as ``"unsolved: time limit ..."`` with the time spent; a child that dies (for
+process (``"serial"``), or on Dask through the project's execution layer :mod:`panda.execution`:
+``"dask"`` is its process-wide executor (a local Dask cluster, or the scheduler named by
+``PANDA_DASK_SCHEDULER``), a scheduler address (``"tcp://host:port"`` or ``"dask://host:port"``) is
+``get_executor(address)``. There each unit is one low-priority job (:data:`panda.execution.LOW`, on
+the workers that take long jobs), its rows stream back as they are finished, and a unit that runs past
+its allowance (the sum of its methods' limits and grace times) is stopped and its worker restarted; the
+unit is recorded as failed and its finished rows are kept. Inside a unit each method runs in a child
+process (``isolate=True``) so that its time limit is a hard wall-clock limit: a method that reaches it
+is stopped and recorded as ``"unsolved: time limit ..."`` with the time spent; a child that dies (for
 example killed for lack of memory) is recorded as failed. Where a child process cannot be started
-(daemonic dask workers) the method runs in the unit's process and only the LP solvers' own time
-limits apply (``limit_enforced`` is then ``False`` in its row).
+(Dask workers are daemonic processes) the method runs in the unit's process and only the LP solvers'
+own time limits apply (``limit_enforced`` is then ``False`` in its row).
 
 The package, one job per module:
 
@@ -41,7 +46,7 @@ The package, one job per module:
     One method on one instance: :func:`measure_method` (the metrics of a row) and the child process
     that enforces its time limit.
 :mod:`~panda.experiments.runner`
-    One unit (:func:`run_unit`), the executors (serial, local process pool, dask) and the resuming
+    One unit (:func:`run_unit`), the executors (serial, local process pool, Dask) and the resuming
     driver :func:`run_experiment` (``experiment.json``, :class:`SweepOutcome`).
 :mod:`~panda.experiments.progress`
     Progress lines with an estimate of the time left.

@@ -3,9 +3,15 @@
 :func:`run_unit` builds one (network, K, repetition) instance and runs its jobs on it (each through
 :mod:`panda.experiments.measure`). :func:`run_experiment` is the driver: it skips the rows already in
 the output folder's ``rows.csv`` (resume), runs the remaining units on the chosen executor (``"serial"``:
-this process; ``"local"``: a ``ProcessPoolExecutor``; a dask scheduler address or a
-``distributed.Client``), appends each finished row the moment it arrives, keeps ``experiment.json``
-(specification, seeds, versions, runs) and finally writes the tables and figures.
+this process; ``"local"``: a ``ProcessPoolExecutor``; ``"dask"`` or a scheduler address: the project's
+Dask execution layer :mod:`panda.execution`), appends each finished row the moment it arrives, keeps
+``experiment.json`` (specification, seeds, versions, runs) and finally writes the tables and figures.
+
+On Dask every unit is one job of :meth:`panda.execution.Executor.submit` with priority
+:data:`~panda.execution.LOW` (it runs on the workers that take long jobs); its rows come back through a
+``distributed.Queue`` as they are finished, the units are gathered as they complete
+(``distributed.as_completed``), and a unit that runs past :func:`_unit_time_limit` is stopped by the
+execution layer (its worker is restarted) and recorded as failed; its finished rows are kept.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from panda.execution import SCHEDULER_ENV
 from panda.experiments.figures import write_figures
 from panda.experiments.measure import _can_isolate, _Interrupted, _mp_context, _run_isolated, measure_method
 from panda.experiments.progress import _hms, _Progress
@@ -193,7 +200,7 @@ def _check_networks(spec: ExperimentSpec, executor: str) -> None:
     if unknown:
         msg = f"The 'networks' of the experiment must be names from {sorted(known)}. Got {unknown} instead."
         raise ValueError(msg)
-    if executor in ("local", "serial"):
+    if executor in ("local", "serial") or (executor == "dask" and not os.environ.get(SCHEDULER_ENV, "").strip()):
         from panda.errors import DataUnavailableError
 
         missing = [n for n in spec.networks if n.lower() not in list_cities()]
@@ -213,16 +220,28 @@ def _dask_address(executor: str) -> str | None:
 
 
 def _normalise_executor(executor: object) -> str:
+    """Return ``"local"``, ``"serial"``, ``"dask"``, a scheduler address, or ``"executor"`` (an Executor given)."""
+    from panda.execution import Executor
+
     if executor is None:
         return "local"
-    if not isinstance(executor, str):
-        return "dask-client"
-    e = executor.strip()
-    if e in ("local", "serial") or _dask_address(e):
-        return e
+    if isinstance(executor, Executor):
+        return "executor"
+    if isinstance(executor, str):
+        e = executor.strip()
+        if e in ("local", "serial", "dask"):
+            return e
+        address = _dask_address(e)
+        if address:
+            return address
+    else:  # a distributed.Client: the layer connects to its scheduler
+        address = getattr(getattr(executor, "scheduler", None), "address", None)
+        if isinstance(address, str) and address:
+            return address
     msg = (
-        "The 'executor' parameter of run_experiment must be 'local', 'serial', a dask scheduler address "
-        f"('tcp://host:8786' or 'dask://host:8786') or a distributed.Client. Got {executor!r} instead."
+        "The 'executor' parameter of run_experiment must be 'local', 'serial', 'dask', a dask scheduler address "
+        "('tcp://host:8786' or 'dask://host:8786'), a panda.execution.Executor or a distributed.Client. "
+        f"Got {executor!r} instead."
     )
     raise ValueError(msg)
 
@@ -307,8 +326,10 @@ def run_experiment(
         Output folder (created). Rows already in its ``rows.csv`` are skipped.
     executor
         ``"local"`` (a ``ProcessPoolExecutor`` of ``workers`` processes, the default), ``"serial"``
-        (this process), a dask scheduler address (``"tcp://host:8786"``, ``"dask://host:8786"``),
-        or a ``distributed.Client``.
+        (this process), ``"dask"`` (the process-wide executor of :mod:`panda.execution`: a local Dask
+        cluster, or the scheduler named by ``PANDA_DASK_SCHEDULER``), a dask scheduler address
+        (``"tcp://host:8786"``, ``"dask://host:8786"``: ``get_executor(address)``), a
+        :class:`panda.execution.Executor`, or a ``distributed.Client`` (its scheduler's address).
     workers
         Processes of the local executor (default: the number of CPUs, at most the number of units).
     progress
@@ -349,7 +370,7 @@ def run_experiment(
     prog = _Progress(progress, todo_rows, len(todo_units))
     run_info = {
         "started_at": started_at,
-        "executor": kind if kind != "dask-client" else "distributed.Client",
+        "executor": kind,
         "command": " ".join(sys.argv),
         "rows_total": n_total,
         "rows_skipped": n_skipped,
@@ -378,7 +399,7 @@ def run_experiment(
                 n_workers = workers or os.cpu_count() or 1
                 _run_local(todo_units, skip, accept, prog, failed, min(n_workers, len(todo_units)))
             else:
-                _run_dask(executor, todo_units, skip, accept, prog, failed)
+                _run_dask(kind, executor, todo_units, skip, accept, prog, failed)
     except KeyboardInterrupt:
         interrupted = True
         prog.say(
@@ -443,7 +464,7 @@ def _pool_run_unit(unit: WorkUnit, skip: tuple) -> list[dict]:
 
 
 class _DaskSink:
-    """Picklable row sink of the dask executor: puts rows on a named ``distributed.Queue``."""
+    """Picklable sink of a unit on Dask: puts ``("row", row)`` and ``("start", unit id)`` on a ``distributed.Queue``."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -456,19 +477,49 @@ class _DaskSink:
         self.name = state["name"]
         self._queue = None
 
-    def __call__(self, row: dict) -> None:
+    def _put(self, item: tuple) -> None:
         if self._queue is None:
             from distributed import Queue
 
             self._queue = Queue(self.name)
-        self._queue.put(row)
+        self._queue.put(item)
+
+    def start(self, unit: WorkUnit) -> None:
+        self._put(("start", _unit_id(unit)))
+
+    def __call__(self, row: dict) -> None:
+        self._put(("row", row))
+
+
+def _unit_id(unit: WorkUnit) -> tuple[str, int, int]:
+    return (unit.network, unit.k, unit.repetition)
 
 
 def _dask_run_unit(unit: WorkUnit, skip: tuple, sink: _DaskSink) -> list[dict]:
+    """One unit on a Dask worker (a job of :mod:`panda.execution`): announce its start, stream its rows."""
+    sink.start(unit)
     try:
         return run_unit(unit, sink, skip=skip)
     except _Interrupted:
         return []
+
+
+#: Seconds a unit on Dask may take on top of its methods' allowances (loading the network, the instance).
+_UNIT_OVERHEAD_S = 600.0
+
+
+def _unit_time_limit(unit: WorkUnit, skip: Iterable[tuple[str, ...]]) -> float:
+    """Seconds a unit may run on Dask before the execution layer stops it and restarts its worker.
+
+    Each pending method gets what its isolated run may take (its limit, the build grace, the audit's
+    ``max(60 s, limit)``), so the limit only acts where the methods' own limits could not (Dask workers are
+    daemonic processes: the methods run in the unit's process, see :func:`run_unit`).
+    """
+    from panda.experiments import measure
+
+    done = set(skip)
+    jobs = [j for j in unit.jobs if unit.key(j) not in done]
+    return _UNIT_OVERHEAD_S + sum(j.time_limit_s + measure._BUILD_GRACE_S + max(60.0, j.time_limit_s) for j in jobs)
 
 
 def _run_serial(units, skip, accept, prog: _Progress, failed: list) -> None:
@@ -496,7 +547,7 @@ def _drain(q, accept) -> None:
 
 
 def _collect(fut, unit, accept, failed: list, prog) -> None:
-    """Accept the rows of a finished unit (a local or a Dask future); record a failure instead."""
+    """Accept the rows of a finished unit of the local pool; record a failure instead."""
     try:
         for row in fut.result():
             accept(row)
@@ -536,58 +587,94 @@ def _run_local(units, skip, accept, prog: _Progress, failed: list, n_workers: in
         q.close()
 
 
-def _run_dask(executor, units, skip, accept, prog: _Progress, failed: list) -> None:
+def _dask_executor(kind: str, executor: object):
+    """Return ``(executor, own)``: the :mod:`panda.execution` executor of ``kind``; ``own``: close it at the end."""
+    from panda.execution import Executor, get_executor
+
+    if isinstance(executor, Executor):
+        return executor, False
+    if kind == "dask":
+        return get_executor(), False
+    shared = get_executor(kind)
+    if shared.address == kind:
+        return shared, False
+    return Executor(kind), True  # the process-wide executor is another scheduler's: a private one for this sweep
+
+
+def _run_dask(kind: str, executor: object, units, skip, accept, prog: _Progress, failed: list) -> None:
     import uuid
 
-    try:
-        from distributed import Client, Queue, as_completed
-    except ImportError as exc:  # pragma: no cover - distributed is in requirements.txt
-        msg = "The dask executor needs dask.distributed: pip install 'dask[distributed]'."
-        raise ValueError(msg) from exc
+    from distributed import Queue, as_completed
 
-    own_client = isinstance(executor, str)
-    client = Client(_dask_address(executor), set_as_default=False) if own_client else executor
+    from panda.execution import LOW, JobError
+
+    ex, own = _dask_executor(kind, executor)
     name = f"panda-rows-{uuid.uuid4().hex[:12]}"
-    q = Queue(name, client=client)
-    sink = _DaskSink(name)
-    futures = {}
+    q: Any = None
+    futures: dict = {}
     try:
+        q = Queue(name, client=ex.client)
+        sink = _DaskSink(name)
         for u in units:
-            fut = client.submit(
-                _dask_run_unit,
-                u,
-                skip,
-                sink,
-                pure=False,
-                key=f"panda-unit-{u.network}-{u.k}-{u.repetition}-{uuid.uuid4().hex[:8]}",
-            )
-            futures[fut] = u
+            key = f"panda-unit-{u.network}-{u.k}-{u.repetition}-{uuid.uuid4().hex[:8]}"
+            futures[ex.submit(_dask_run_unit, u, skip, sink, priority=LOW, key=key)] = u
+        by_id = {_unit_id(u): fut for fut, u in futures.items()}
+        limits = {fut: _unit_time_limit(u, skip) for fut, u in futures.items()}
+        started: dict = {}
+        collected: set = set()
 
         def drain() -> None:
             while True:
                 batch = q.get(batch=True)
                 if not batch:
                     return
-                for row in batch:
-                    accept(row)
+                for what, payload in batch:
+                    if what == "row":
+                        accept(payload)
+                    elif (fut := by_id.get(tuple(payload))) is not None:
+                        started[fut] = time.monotonic()
 
-        finished = as_completed(list(futures), loop=client.loop)
+        def collect(fut) -> None:
+            """Accept a unit's rows, or record why there are none (the layer stops a unit past its limit)."""
+            if fut in collected:
+                return
+            collected.add(fut)
+            unit = futures[fut]
+            try:
+                rows = ex.result(fut, timeout_s=limits[fut])
+            except JobError as exc:
+                failed.append((unit.label, str(exc)))
+                prog.say(f"[experiment] {unit.label} failed: {exc}")
+            else:
+                for row in rows:
+                    accept(row)
+            prog.units_done += 1
+
+        finished = as_completed(list(futures), loop=ex.client.loop)
         while not finished.is_empty():
             done = finished.next_batch(block=False)
             drain()
+            for fut in done:
+                collect(fut)
+            now = time.monotonic()
+            for fut, t0 in list(started.items()):
+                if fut not in collected and not fut.done() and now > t0 + limits[fut]:
+                    collect(fut)  # past its limit: the layer cancels it and restarts its worker
             if not done:
                 time.sleep(0.3)
-            for fut in done:
-                _collect(fut, futures[fut], accept, failed, prog)
         drain()
     except BaseException:
-        for fut in futures:
-            fut.cancel()
+        if futures:
+            try:
+                ex.client.cancel(list(futures))
+            except Exception:  # noqa: BLE001 (the cluster may be gone)
+                pass
         raise
     finally:
-        try:
-            q.close()
-        except Exception:  # pragma: no cover
-            pass
-        if own_client:
-            client.close()
+        if q is not None:
+            try:
+                q.close()
+            except Exception:  # pragma: no cover
+                pass
+        if own:
+            ex.close()
