@@ -17,7 +17,7 @@ METHOD_LABELS = {
     "laplace": "Planar Laplace",
     "lp": "LP",
     "lp-ca": "LP+CA",
-    "lp-bd": "LP+BD",
+    "lp-bd": "paper's LP+BD (0.8 km pairs, not eps-mDP)",
     "lp-em": "LP+EM",
     "panda-e": "PAnDA-e",
     "panda-p": "PAnDA-p",

@@ -62,8 +62,8 @@ class MechanismResult:
 
     @property
     def solved(self) -> bool:
-        """True when ``matrix`` is available."""
-        return self.matrix is not None and self.status == "solved"
+        """True when ``matrix`` is available (statuses start with ``"solved"``; LP+BD qualifies its own)."""
+        return self.matrix is not None and self.status.startswith("solved")
 
     def sample(self, records: np.ndarray, *, rng: np.random.Generator) -> np.ndarray:
         """Sample one output (a position in Y) for each record position in ``records``."""
