@@ -12,7 +12,8 @@ written. :func:`solve_optimal` never claims more than it can prove. Whatever the
 answer carries
 
 * an **upper bound**: the objective of a matrix that is *exactly* eps-mDP and row-stochastic,
-  made so by :func:`exact_repair` (min-plus closure, headroom fill, and if needed a mix with the
+  made so by :func:`exact_repair` (the min-plus closure or the envelope of the relaxation's
+  solution, rows balanced through entries that can move alone, and if needed a mix with the
   uniform mechanism; every step keeps or restores exact feasibility), and
 * a **lower bound**: the weak-duality value of *any* multipliers, ``u`` for the row sums and
   ``lam >= 0`` for any subset of pair rows (:func:`dual_bound`)::
@@ -29,8 +30,9 @@ Start from the rows that make every output's own record a source (``z[y, y] <= a
 solve, and for every right entry ``(x, y)`` add the row of the left end ``s`` that violates
 ``z[s, y] <= exp(eps d(s, x)) z[x, y]`` most (beyond 1e-9, rows already in the LP are never added
 again), at most ``batch * K * M`` rows per round ranked by relative violation, warm dual simplex
-with Devex pricing. After every round the certificate above is computed; the loop stops when the
-gap reaches ``gap`` or at the time limit.
+with Devex pricing. The lower bound is computed after every round, the upper bound whenever its
+repair has cost at most half the solving time so far (and always at the end); the loop stops when
+the gap reaches ``gap``, when no row is violated, or at the time limit.
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def exact_repair(
     *,
     eta: float = 0.0,
     cost: np.ndarray | None = None,
-    max_passes: int = 30,
+    max_passes: int = 10,
 ) -> tuple[np.ndarray, dict]:
     """Turn any nonnegative matrix into an exactly feasible, row-stochastic one near it.
 

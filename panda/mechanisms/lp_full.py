@@ -304,6 +304,7 @@ def _build_certified(
         "repair": repair,
         "lp_rows": res.rounds[-1]["rows"] if res.rounds else 0,
         "lp_status": res.rounds[-1]["status"] if res.rounds else "not run",
+        "lp_time_s": float(sum(r["solve_s"] for r in res.rounds)),
         "solver": "simplex (warm, Devex)",
         "row_generation": {
             "rounds": res.rounds,
