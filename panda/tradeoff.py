@@ -135,7 +135,7 @@ def curve_methods() -> tuple[str, ...]:
 
 
 def _outcome(status: str) -> str:
-    if status == "solved":
+    if status.startswith("solved"):  # "solved (paper's LP+BD: ...)" too
         return "solved"
     if status.startswith("skipped"):
         return "skipped"
