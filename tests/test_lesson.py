@@ -351,3 +351,12 @@ def test_lesson_survives_seed_city_size_and_preset_changes():
     at.slider(key="lesson_eps").set_value(10.0).run()
     assert not at.exception and not at.error
     assert metric(at, "Error at A").endswith(" m") or metric(at, "Error at A") == "—"
+
+
+def test_the_optimal_mechanism_on_a_small_view():
+    """The certified optimal LP: an exactly audited mechanism; if not proven optimal in time, its gap is stated."""
+    at = run_ok(make_app(K="80", M="30", mech="lp"))
+    assert metric(at, "Geo-ind.") == "✓ holds"
+    assert metric(at, "Error at A").endswith(" m")
+    notes = [c.value for c in at.caption if "not proven optimal" in c.value]
+    assert not notes or "no mechanism can go below" in notes[0]

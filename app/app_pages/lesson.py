@@ -203,6 +203,15 @@ def _baseline_rows(key: str) -> _Rows:
         return out
     out.matrix = mech.matrix
     out.row_a, out.row_b = mech.matrix[a], mech.matrix[b]
+    details = mech.details if isinstance(mech.details, dict) else {}
+    gap, upper, lower = details.get("gap"), details.get("upper_bound_m"), details.get("lower_bound_m")
+    if not mech.solved and gap is not None and upper is not None and lower is not None:
+        # The certified optimal LP stopped at its time limit: a feasible mechanism with a proven gap.
+        out.note = (
+            f"{label}: not proven optimal within {LP_TIME_LIMIT_S:.0f} s. Shown: the best mechanism found, exactly "
+            f"ε-geo-indistinguishable, average error {fmt_m(float(upper))}; no mechanism can go below "
+            f"{fmt_m(float(lower))} (gap {100 * float(gap):.1f} %)."
+        )
     out.estimated = bool(isinstance(mech.details, dict) and mech.details.get("estimated"))
     return out
 
