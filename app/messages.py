@@ -113,7 +113,8 @@ def plain_error(error: BaseException | str) -> tuple[str, str]:
 def short_status(status: str) -> tuple[str, str]:
     """A solver or mechanism status as ``(word, detail)``: one short word for a table or a metric.
 
-    "Optimal" and "solved" -> ("solved", ""); "Time limit reached" -> ("stopped", "time limit reached");
+    "Optimal" and "solved" -> ("solved", ""); "solved (what it is)" -> ("solved", "what it is");
+    "Time limit reached" -> ("stopped", "time limit reached");
     "unsolved: time limit after 20.3 s" -> ("unsolved", "time limit after 20.3 s"); "failed: ..." ->
     ("failed", the reason in plain words).
     """
@@ -121,6 +122,8 @@ def short_status(status: str) -> tuple[str, str]:
     low = text.lower()
     if low in ("optimal", "solved"):
         return "solved", ""
+    if low.startswith("solved (") and text.endswith(")"):  # a qualified result: "solved (paper's LP+BD: ...)"
+        return "solved", text[len("solved (") : -1]
     if low == "no anchors":
         return "—", "no anchors"
     if low == "time limit reached":

@@ -403,7 +403,14 @@ CHART_TABS = {
 LAYER_IDS = ("roads", "records", "users", "anchors", "surrogates", "perturbation", "violations")
 DEFAULT_LAYER_IDS = ("roads", "records", "users", "anchors", "surrogates", "perturbation")
 #: Compare's baselines: dashboard name -> registry name of panda.mechanisms.BASELINES (also the link's id).
-BASELINE_IDS = {"EM": "em", "EM+BR": "em-br", "LP+CA": "lp-ca", "Planar Laplace": "laplace", "LP": "lp"}
+BASELINE_IDS = {
+    "EM": "em",
+    "EM+BR": "em-br",
+    "LP+CA": "lp-ca",
+    "Planar Laplace": "laplace",
+    "Optimal LP": "lp",
+    "Paper's LP+BD": "lp-bd",
+}
 DEFAULT_BASELINES = ("Planar Laplace", "EM", "EM+BR", "LP+CA")
 #: Compare's LP+CA grid sizes (cells per side) and LP time limits (s) offered, with the defaults.
 GRID_OPTIONS = (8, 10, 6, 12)
