@@ -14,7 +14,16 @@ import pydeck as pdk
 import panda
 from app.analysis import UserPairs, fmt_m, surrogate_rows
 
-__all__ = ["LAYERS", "DEFAULT_LAYERS", "TOOLTIP_STYLE", "road_segments", "roads_layer", "fit_view", "build_deck", "COLORS"]
+__all__ = [
+    "LAYERS",
+    "DEFAULT_LAYERS",
+    "TOOLTIP_STYLE",
+    "road_segments",
+    "roads_layer",
+    "fit_view",
+    "build_deck",
+    "COLORS",
+]
 
 #: Layer id -> label of the layer toggle.
 LAYERS = {
