@@ -204,13 +204,13 @@ def _measure(row: dict, method: str, instance: Instance, mech: MechanismResult, 
 
         res = mech.details["panda"]
         row["users_loss_m"] = float(res.loss_expected_m)
-        aud = audit_panda(res, instance, n_record_pairs=0)
-        lo, hi = float(aud.user_rate_over_delta), float(aud.user_rate_over_delta_upper)
+        pm = audit_panda(res, instance, n_record_pairs=0)
+        lo, hi = float(pm.user_rate_over_delta), float(pm.user_rate_over_delta_upper)
         row.update(
             audited=True,
             audit_passed=bool(hi == 0.0) if np.isfinite(hi) else None,
             audit_kind=f"exact (eps, delta)-PmDP over anchor draws, Phase I counted (delta = {res.config.delta:g})",
-            audit_scope=f"{aud.user_pairs.shape[0]:,} user pairs",
+            audit_scope=f"{pm.user_pairs.shape[0]:,} user pairs",
             pmdp_user_rate_over_delta=lo,
             pmdp_user_rate_over_delta_upper=hi,
             violation_rate=lo,

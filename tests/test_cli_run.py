@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from panda.cli import main, build_parser, cmd_run
+from panda.cli import build_parser, cmd_run, main
 
 
 def test_run_writes_summary_and_json(tmp_path):

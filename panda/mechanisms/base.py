@@ -24,7 +24,7 @@ def check_epsilon(epsilon_per_km: float, where: str) -> float:
 
 
 def expected_loss_m(instance: Instance, matrix: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """Expected utility loss in metres: ``sum_x p_x sum_y cost[x, y] P[x, y]`` (``p`` = prior by default)."""
+    """Return the expected utility loss in metres, ``sum_x p_x sum_y cost[x, y] P[x, y]`` (``p``: the prior)."""
     p = instance.prior if weights is None else np.asarray(weights, dtype=float)
     return float(np.einsum("x,xy,xy->", p, instance.cost_m, matrix))
 
