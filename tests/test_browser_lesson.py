@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from urllib.parse import urlsplit
 
@@ -120,6 +121,8 @@ def test_a_whole_lesson_in_chromium(server, browser, default_instance):  # noqa:
             outside.append(request.url)
 
     page.on("request", on_request)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     timings: dict[str, float] = {}
     try:
         # 1. The first screen: a working picture within seconds, the map and three numbers above the fold.
@@ -249,6 +252,14 @@ def test_a_whole_lesson_in_chromium(server, browser, default_instance):  # noqa:
 
         assert page.locator('[data-testid="stException"]').count() == 0
         assert "Traceback" not in page.content()
+        # Streamlit deletes a run's media files (the page icon among them) when the next run replaces them;
+        # a browser still fetching the old URL gets a 404. That, and only that, is tolerated.
+        media = [u for u in failed if re.match(r"404 \S+/media/[0-9a-f]+\.png$", u)]
+        assert media == failed, f"failed requests: {failed}"
+        for _ in media:
+            stale = next((e for e in console_errors if e.startswith("Failed to load resource") and "404" in e), None)
+            if stale is not None:
+                console_errors.remove(stale)
         assert not console_errors, console_errors
         assert not outside, f"requests to outside hosts: {outside[:5]}"
         print(
