@@ -1,0 +1,182 @@
+"""The Lesson's timings in real Chromium: first screen (warm server), eps change, mechanism and place switch.
+
+    python bench/bench_lesson_ui.py            # starts `streamlit run app` on a free loopback port
+
+Times from the action to the moment the page shows the new "Error at A" value (the script run's
+result has arrived); the first screen until that metric shows and the map canvas has drawn. Medians
+of 5-6 actions each, printed with every sample. Loopback only; everything stops at the end.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _pixel_spread(png: bytes) -> float:
+    from PIL import Image, ImageStat
+
+    return float(ImageStat.Stat(Image.open(io.BytesIO(png)).convert("L")).stddev[0])
+
+
+def _serve() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app",
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        f"--server.port={port}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(url + "_stcore/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit("streamlit did not start")
+
+
+def metric(pg, label):
+    return pg.evaluate(
+        """(label) => {
+            const boxes = [...document.querySelectorAll('[data-testid="stMetric"]')];
+            const b = boxes.find(b => b.innerText.startsWith(label));
+            return b ? b.innerText : null;
+        }""",
+        label,
+    )
+
+
+def wait_change(pg, label, before, t0, timeout=60):
+    while time.perf_counter() - t0 < timeout:
+        v = metric(pg, label)
+        if v is not None and v != before:
+            return time.perf_counter() - t0
+        time.sleep(0.02)
+    return float("nan")
+
+
+def idle(pg):
+    for _ in range(400):
+        if not pg.evaluate(
+            "() => !!document.querySelector('[data-testid=\"stStatusWidget\"]')"
+            " || document.querySelectorAll('[data-stale=\"true\"]').length > 0"
+        ):
+            return
+        time.sleep(0.05)
+
+
+def main() -> None:
+    proc, url = _serve()
+    try:
+        res = _measure(url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    for k, v in res.items():
+        print(f"{k:10s} median {statistics.median(v):.2f} s  samples {[round(x, 2) for x in v]}")
+
+
+def _measure(url: str) -> dict:
+    res: dict[str, list[float]] = {"first_warm": [], "eps": [], "mech": [], "place": []}
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, headless=True)
+        # warm the server
+        c = b.new_context(viewport={"width": 1280, "height": 720})
+        p = c.new_page()
+        p.goto(url)
+        p.get_by_text("Error at A", exact=True).wait_for(timeout=120000)
+        idle(p)
+        c.close()
+        for _ in range(5):
+            c = b.new_context(viewport={"width": 1280, "height": 720})
+            p = c.new_page()
+            t0 = time.perf_counter()
+            p.goto(url)
+            p.get_by_text("Error at A", exact=True).wait_for(timeout=120000)
+            canvas = p.locator('[data-testid="stDeckGlJsonChart"] canvas').first
+            while _pixel_spread(canvas.screenshot()) < 5:
+                time.sleep(0.05)
+            res["first_warm"].append(time.perf_counter() - t0)
+            idle(p)
+            c.close()
+        c = b.new_context(viewport={"width": 1280, "height": 720})
+        p = c.new_page()
+        p.goto(url + "?mech=em")
+        p.get_by_text("Error at A", exact=True).wait_for(timeout=120000)
+        idle(p)
+        time.sleep(1)
+        thumb = (
+            p.locator('[data-testid="stMain"] [data-testid="stSlider"]')
+            .filter(has_text="ε (1/km)")
+            .locator('input[type="range"]')
+            .first
+        )
+        for i in range(6):
+            before = metric(p, "Error at A")
+            thumb.focus()
+            t0 = time.perf_counter()
+            thumb.press("ArrowLeft" if i % 2 == 0 else "ArrowRight")
+            res["eps"].append(wait_change(p, "Error at A", before, t0))
+            idle(p)
+            time.sleep(0.5)
+        for opt in ["EM + remap", "Exponential (EM)", "Planar Laplace", "Exponential (EM)", "EM + remap"]:
+            before = metric(p, "Error at A")
+            p.locator('[data-testid="stSelectbox"]', has_text="Mechanism").click()
+            t0 = time.perf_counter()
+            p.get_by_role("option", name=opt, exact=True).click()
+            t0 = time.perf_counter()
+            res["mech"].append(wait_change(p, "Error at A", before, t0))
+            idle(p)
+            time.sleep(0.5)
+        for place in [10, 200, 300, 400, 50]:
+            before = metric(p, "Error at A")
+            p.locator('[data-testid="stSelectbox"]', has_text="Place A").click()
+            p.keyboard.type(f"Place {place}")
+            opt = p.get_by_role("option", name=f"Place {place}", exact=True)
+            opt.wait_for()
+            t0 = time.perf_counter()
+            opt.click()
+            res["place"].append(wait_change(p, "Error at A", before, t0))
+            idle(p)
+            time.sleep(0.5)
+        b.close()
+    return res
+
+
+if __name__ == "__main__":
+    main()
