@@ -453,6 +453,7 @@ def _solve_by_row_generation(
             break
         warm = h is not None and int(new.sum()) <= WARM_START_FRACTION * (n_groups + n_active)
         if warm:
+            assert h is not None  # warm implies a model from an earlier round
             # Few rows added: append them and let the dual simplex continue from the last basis.
             a_new, _, _ = _mdp_rows(n_groups, m, gi, gj, gb, *np.nonzero(new), row_sums=False)
             h.addRows(
@@ -467,6 +468,7 @@ def _solve_by_row_generation(
         else:
             h = fresh(solver)
         build += time.perf_counter() - tb
+        assert h is not None
         # HiGHS's time limit counts the object's whole run time (all warm rounds): extend it.
         h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
         res = _run(h, solver)
@@ -490,7 +492,7 @@ def _solve_by_row_generation(
                 failed=f"{entry['status']} ({'warm ' if warm else ''}{solver})",
                 retried_with=retry,
                 status=res.status,
-                time_s=entry["time_s"] + res.time_s,
+                time_s=float(entry["time_s"]) + res.time_s,
                 objective=res.objective,
             )
             warm = False

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import highspy
 import numpy as np
@@ -373,10 +374,8 @@ def solve_optimal(
 
     if seed_sources is not None:
         src = np.asarray(seed_sources, dtype=np.int64)
-        yy, xx = np.meshgrid(np.arange(m), np.arange(k), indexing="ij")
-        ss = src[yy.ravel()]
-        xx = xx.ravel()
-        yy = yy.ravel()
+        yy, xx = (g.ravel() for g in np.meshgrid(np.arange(m), np.arange(k), indexing="ij"))
+        ss = src[yy]
         ok = np.isfinite(a_full[ss, xx])
         s_rows, x_rows, y_rows = ss[ok], xx[ok], yy[ok]
     else:
@@ -406,7 +405,7 @@ def solve_optimal(
 
     h = fresh()
     rounds: list[dict] = []
-    best = {"ub": np.inf, "lb": -np.inf, "lb0": -np.inf, "matrix": None, "repair": {}}
+    best: dict[str, Any] = {"ub": np.inf, "lb": -np.inf, "lb0": -np.inf, "matrix": None, "repair": {}}
     reason = "max rounds"
     rebuilt = False
     work_s = repair_s = 0.0
