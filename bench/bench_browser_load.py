@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import EPS_GRID, ROOT, _free_port, _MemoryWatch, _pct, _wait_healthy  # noqa: E402
+from bench_load import EPS_GRID, ROOT, _free_port, _MemoryWatch, _pct, _wait_healthy, streamlit_cmd  # noqa: E402
 
 MAX_PAGES = 20
 CHROMIUM = "/usr/bin/chromium"
@@ -155,14 +155,7 @@ def main() -> None:
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("PANDA_DASK_SCHEDULER", None)
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", "app",
-        "--server.headless=true",
-        "--server.address=127.0.0.1",
-        f"--server.port={port}",
-        "--browser.gatherUsageStats=false",
-        "--server.fileWatcherType=none",
-    ]  # fmt: skip
+    cmd = streamlit_cmd(port)
     log_path = ROOT / "test-artifacts" / "bench-browser-load-server.log"
     log_path.parent.mkdir(exist_ok=True)
     log = open(log_path, "wb")  # noqa: SIM115 (closed in the finally)

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import statistics
 import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
+from bench_load import ROOT, _free_port, _wait_healthy, streamlit_cmd
 from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -41,32 +37,11 @@ def _pixel_spread(png: bytes) -> float:
 
 
 def _serve() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app",
-        "--server.headless=true",
-        "--server.address=127.0.0.1",
-        f"--server.port={port}",
-        "--browser.gatherUsageStats=false",
-        "--server.fileWatcherType=none",
-    ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(url + "_stcore/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("streamlit did not start")
+    port = _free_port()
+    proc = subprocess.Popen(streamlit_cmd(port), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    _wait_healthy(url, proc)
+    return proc, url + "/"
 
 
 def metric(pg, label):

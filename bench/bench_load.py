@@ -53,6 +53,22 @@ MAX_SESSIONS = 40
 EPS_GRID = [0.5 * k for k in range(1, 101)]
 
 
+def streamlit_cmd(port: int) -> list[str]:
+    """``streamlit run app`` headless on a loopback port (no file watcher, no usage statistics)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app",
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        f"--server.port={port}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+    ]
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -550,18 +566,7 @@ def main() -> None:
     env.pop("PANDA_DASK_SCHEDULER", None)
     if args.scheduler:
         env["PANDA_DASK_SCHEDULER"] = args.scheduler
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app",
-        "--server.headless=true",
-        "--server.address=127.0.0.1",
-        f"--server.port={port}",
-        "--browser.gatherUsageStats=false",
-        "--server.fileWatcherType=none",
-    ]
+    cmd = streamlit_cmd(port)
     log_path = ROOT / "test-artifacts" / ("bench-soak-server.log" if args.soak else "bench-load-server.log")
     log_path.parent.mkdir(exist_ok=True)
     log = open(log_path, "wb")  # noqa: SIM115 (closed in the finally)

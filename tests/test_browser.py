@@ -49,6 +49,22 @@ if not Path(CHROMIUM).exists():
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
 
+def streamlit_cmd(port: int) -> list[str]:
+    """``streamlit run app`` headless on a loopback port (no file watcher, no usage statistics)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app",
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        f"--server.port={port}",
+        "--browser.gatherUsageStats=false",
+        "--server.fileWatcherType=none",
+    ]
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -78,18 +94,7 @@ def server():
     url = f"http://127.0.0.1:{port}"
     log = open(ARTIFACTS / "streamlit-server.log", "wb")  # noqa: SIM115 (closed in the finally)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app",
-        "--server.headless=true",
-        "--server.address=127.0.0.1",
-        f"--server.port={port}",
-        "--browser.gatherUsageStats=false",
-        "--server.fileWatcherType=none",
-    ]
+    cmd = streamlit_cmd(port)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         _wait_healthy(url, proc)

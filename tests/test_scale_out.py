@@ -23,6 +23,7 @@ from test_browser import (  # noqa: F401 (fixtures and helpers of the browser te
     _wait_healthy,
     _wait_idle,
     browser,
+    streamlit_cmd,
 )
 
 pytest.importorskip("distributed")
@@ -115,18 +116,7 @@ def class_server(cluster):
     url = f"http://127.0.0.1:{port}"
     log = open(ARTIFACTS / "scale-out-streamlit.log", "wb")  # noqa: SIM115 (closed in the finally)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DASK_SCHEDULER": address}
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app",
-        "--server.headless=true",
-        "--server.address=127.0.0.1",
-        f"--server.port={port}",
-        "--browser.gatherUsageStats=false",
-        "--server.fileWatcherType=none",
-    ]
+    cmd = streamlit_cmd(port)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         _wait_healthy(url, proc)
