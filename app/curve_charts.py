@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.analysis import fmt_m
 from panda.tradeoff import METHOD_LABELS
 
 __all__ = ["LABELS", "COLORS", "METRICS", "tradeoff_figure", "tradeoff_notes"]
@@ -65,10 +66,6 @@ def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _fmt_m(value: float) -> str:
-    return f"{value / 1000:,.2f} km" if abs(value) >= 10_000 else f"{value:,.0f} m"
-
-
 def _audit_state(row: Mapping) -> str:
     if not row.get("audited"):
         return "not audited"
@@ -89,9 +86,9 @@ def _audit_text(row: Mapping) -> str:
 
 
 def _hover(row: Mapping, label: str, word: str, value: float, other: tuple[str, float] | None) -> str:
-    lines = [f"<b>{label}</b>", f"ε = {row['epsilon_per_km']:g} /km", f"{word}: {_fmt_m(value)}"]
+    lines = [f"<b>{label}</b>", f"ε = {row['epsilon_per_km']:g} /km", f"{word}: {fmt_m(value)}"]
     if other is not None and _finite(other[1]):
-        lines.append(f"{other[0]}: {_fmt_m(other[1])}")
+        lines.append(f"{other[0]}: {fmt_m(other[1])}")
     lines.append(_audit_text(row))
     if _finite(row.get("build_time_s")):
         lines.append(f"built in {row['build_time_s']:.2f} s")
@@ -177,15 +174,15 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         slack = r.get("floor_slack_m", float("nan"))
         xs.append(float(r["epsilon_per_km"]))
         ys.append(float(bound))
-        text.append(f"LP ≥ {_fmt_m(float(bound))}")
+        text.append(f"LP ≥ {fmt_m(float(bound))}")
         lines = [
             f"<b>{label}</b>: not solved in {limit:.0f} s" if _finite(limit) else f"<b>{label}</b>: not solved",
             f"ε = {r['epsilon_per_km']:g} /km",
-            f"no mechanism can do better than {_fmt_m(float(bound))}",
+            f"no mechanism can do better than {fmt_m(float(bound))}",
             "(the last finished round of the LP's row generation)",
         ]
         if _finite(slack):
-            lines.append(f"strictly: ≥ {_fmt_m(float(bound) - float(slack))} without the LP's 1e-6 floor")
+            lines.append(f"strictly: ≥ {fmt_m(float(bound) - float(slack))} without the LP's 1e-6 floor")
         lines.append("click to set ε")
         hover.append("<br>".join(lines))
         custom.append([float(r["epsilon_per_km"]), "lp-bound"])
@@ -387,7 +384,7 @@ def tradeoff_notes(rows: Sequence[Mapping], labels: Mapping[str, str] | None = N
             bounds = [r for r in pts if r.get("outcome") != "solved" and _finite(r.get("lower_bound_m"))]
             if bounds:
                 text = ", ".join(
-                    f"{_fmt_m(float(r['lower_bound_m']))} at ε = {float(r['epsilon_per_km']):g}" for r in bounds
+                    f"{fmt_m(float(r['lower_bound_m']))} at ε = {float(r['epsilon_per_km']):g}" for r in bounds
                 )
                 notes.append(
                     f"{label} not solved within its time limit where marked ▲: no mechanism can do better than {text} "

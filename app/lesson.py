@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import panda
+from app.analysis import fmt_m
 
 __all__ = [
     "MECHANISMS",
@@ -142,13 +143,9 @@ def pair_check(
     return PairCheck(log_ratio=lr, d_m=1000.0 * float(d_km), epsilon_per_km=float(epsilon_per_km), phase1=float(phase1))
 
 
-def _fmt_m(value: float) -> str:
-    return f"{value / 1000:,.1f} km" if value >= 10_000 else f"{value:,.0f} m"
-
-
 def ratio_sentence(check: PairCheck, *, verdict: bool = True) -> str:
     """The sentence a student reads about two places (markdown); ``verdict=False`` leaves out the judgement."""
-    allowed = f"ε = {check.epsilon_per_km:g}/km allows {times(check.allowed)} for places {_fmt_m(check.d_m)} apart"
+    allowed = f"ε = {check.epsilon_per_km:g}/km allows {times(check.allowed)} for places {fmt_m(check.d_m)} apart"
     head = f"A report is at most **{times(check.worst)}** likelier from one place than from the other; {allowed}"
     if check.phase1 > 0:
         head += (

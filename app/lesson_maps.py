@@ -17,7 +17,7 @@ import numpy as np
 import pydeck as pdk
 
 import panda
-from app.maps import TOOLTIP_STYLE, fit_view, roads_layer
+from app.maps import TOOLTIP_STYLE, fit_view, heat_color, roads_layer
 
 __all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
 
@@ -34,11 +34,6 @@ class CompactDeck(pdk.Deck):
 
     def to_json(self) -> str:  # noqa: D102 (pdk.Deck.to_json)
         return json.dumps(json.loads(super().to_json()), separators=(",", ":"))
-
-
-def _heat(t: float) -> list[int]:
-    t = float(min(max(t, 0.0), 1.0))
-    return [int(255 - 75 * t), int(220 * (1 - t) + 20 * t), int(60 * (1 - t)), int(120 + 130 * t)]
 
 
 def _pos(lon: np.ndarray, lat: np.ndarray, x: int) -> list[float]:
@@ -140,7 +135,7 @@ def build_lesson_deck(
             {
                 "p": _pos(lon, lat, int(x)),
                 "r": 3.0 + 13.0 * math.sqrt(b[x] / top),
-                "c": _heat(b[x] / top),
+                "c": heat_color(b[x] / top, alpha_low=120),
                 "x": int(x),
                 "tooltip": f"Place {int(x)}\nattacker's belief {b[x]:.2%}",
             }
@@ -172,7 +167,7 @@ def build_lesson_deck(
                 {
                     "p": _pos(lon, lat, int(outputs[j])),
                     "r": 4.0 + 14.0 * math.sqrt(t),
-                    "c": _heat(t),
+                    "c": heat_color(t, alpha_low=120),
                     "tooltip": f"Output {j} (place {int(outputs[j])})\nPr[A reports it] = {p:.2%}\n"
                     f"error if reported: {cost[j]:,.0f} m",
                 }

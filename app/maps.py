@@ -20,6 +20,7 @@ __all__ = [
     "TOOLTIP_STYLE",
     "road_segments",
     "roads_layer",
+    "heat_color",
     "fit_view",
     "build_deck",
     "COLORS",
@@ -109,10 +110,10 @@ def fit_view(lon: np.ndarray, lat: np.ndarray, *, width_px: int = 640, height_px
     return pdk.ViewState(longitude=float((w + e) / 2), latitude=float(lat0), zoom=float(max(zoom - 0.15, 1.0)))
 
 
-def _heat(t: float) -> list[int]:
-    """Yellow (0) to dark red (1)."""
+def heat_color(t: float, *, alpha_low: int = 140) -> list[int]:
+    """Yellow (0) to dark red (1), RGBA; the opacity rises from ``alpha_low`` to 250."""
     t = float(min(max(t, 0.0), 1.0))
-    return [int(255 - 75 * t), int(220 * (1 - t) + 20 * t), int(60 * (1 - t)), int(140 + 110 * t)]
+    return [int(255 - 75 * t), int(220 * (1 - t) + 20 * t), int(60 * (1 - t)), int(alpha_low + (250 - alpha_low) * t)]
 
 
 def build_deck(
@@ -222,7 +223,7 @@ def build_deck(
                 {
                     "s": pos(users[n]),
                     "t": pos(users[m]),
-                    "c": _heat(t),
+                    "c": heat_color(t),
                     "w": 1.5 + 4.5 * t,
                     "tooltip": f"Users {n} and {m}: {fmt_m(1000 * pairs.d_km[k])} apart\n"
                     f"allowed ln-ratio (ε − ε̄)·d = {pairs.allowed[k]:.2f}\n"
@@ -255,7 +256,7 @@ def build_deck(
                 {
                     "p": pos(y),
                     "r": 3.0 + 11.0 * math.sqrt(t),
-                    "c": _heat(t),
+                    "c": heat_color(t),
                     "tooltip": f"Output #{j} (record #{y})\nPr[user {sel} reports it] = {p:.2%}\n"
                     f"utility cost {fmt_m(cost[j])}",
                 }

@@ -178,8 +178,7 @@ def _baseline_rows(key: str) -> _Rows:
     wait = f" (up to {LP_TIME_LIMIT_S:.0f} s)" if key.startswith("lp") else ""
     try:
         with st.spinner(f"Building {label} at ε = {eps:g}/km{wait} ..."):
-            job = state.start(state.baseline, params.instance_key, key, eps, options)
-            mech = job.result()
+            mech = state.baseline(params.instance_key, key, eps, options)
             out.numbers = state.mechanism_numbers(params.instance_key, key, eps, options)
     except JobError as exc:
         out.problem = f"**{label} could not be built here:** {exc}."
