@@ -23,27 +23,25 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import EPS_GRID, ROOT, _free_port, _MemoryWatch, _pct, _wait_healthy, streamlit_cmd  # noqa: E402
+from bench_load import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    EPS_GRID,
+    ROOT,
+    _free_port,
+    _MemoryWatch,
+    _wait_healthy,
+    round_summary,
+    streamlit_cmd,
+)
 
 MAX_PAGES = 20
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 #: True once the Lesson is complete on screen (evaluated in the page, polled).
 READY_JS = """() => {
@@ -112,20 +110,7 @@ async def _rounds(port: int, counts: list[int], timeout_s: float, pid: int) -> l
                         asyncio.gather(*(_page(browser, u, timeout_s) for u in urls)), timeout_s + 60
                     )
                 times = [r["ready_s"] for r in results if r["ok"]]
-                row = {
-                    "pages": n,
-                    "eps": [u.rsplit("=", 1)[1] for u in urls],
-                    "p50_s": statistics.median(times) if times else float("nan"),
-                    "p95_s": _pct(times, 0.95),
-                    "max_s": max(times) if times else float("nan"),
-                    "ready": len(times),
-                    "with_errors": sum(1 for r in results if r["exceptions"] or r["errors"]),
-                    "server_peak_mb": mem.server_peak / 2**20,
-                    "workers_peak_mb": mem.workers_peak / 2**20,
-                    "n_worker_processes": mem.n_workers,
-                    "load_average": os.getloadavg()[0],
-                    "failures": sorted({r["failure"] for r in results if "failure" in r}),
-                }
+                row = {"pages": n, "eps": [u.rsplit("=", 1)[1] for u in urls], **round_summary(times, results, mem)}
                 rows.append(row)
                 print(
                     f"{n:3d} {row['p50_s']:7.1f} {row['p95_s']:7.1f} {row['max_s']:7.1f} {row['ready']:2d}/{n:<2d} "

@@ -15,19 +15,8 @@ import statistics
 import subprocess
 import time
 
-from bench_load import ROOT, _free_port, _wait_healthy, streamlit_cmd
+from bench_load import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _wait_healthy, streamlit_cmd
 from playwright.sync_api import sync_playwright
-
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _pixel_spread(png: bytes) -> float:
@@ -89,7 +78,7 @@ def main() -> None:
 def _measure(url: str) -> dict:
     res: dict[str, list[float]] = {"first_warm": [], "eps": [], "mech": [], "place": []}
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, headless=True)
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         # warm the server
         c = b.new_context(viewport={"width": 1280, "height": 720})
         p = c.new_page()

@@ -69,6 +69,36 @@ def streamlit_cmd(port: int) -> list[str]:
     ]
 
 
+#: Debian chromium's flags on these machines (no background requests to outside hosts).
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def round_summary(times: list[float], results: list[dict], mem) -> dict:
+    """One round's row: time-to-ready p50/p95/max, sessions with errors, peak memory, load, failures."""
+    return {
+        "p50_s": statistics.median(times) if times else float("nan"),
+        "p95_s": _pct(times, 0.95),
+        "max_s": max(times) if times else float("nan"),
+        "ready": len(times),
+        "with_errors": sum(1 for r in results if r["exceptions"] or r["errors"]),
+        "server_peak_mb": mem.server_peak / 2**20,
+        "workers_peak_mb": mem.workers_peak / 2**20,
+        "n_worker_processes": mem.n_workers,
+        "load_average": os.getloadavg()[0],
+        "failures": sorted({r["failure"] for r in results if "failure" in r}),
+    }
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -597,20 +627,7 @@ def main() -> None:
                 with _MemoryWatch(proc.pid) as mem:
                     results = asyncio.run(_round(port, queries, args.page, args.round_timeout))
                 times = [r["ready_s"] for r in results if r["ok"]]
-                row = {
-                    "mode": mode,
-                    "sessions": n,
-                    "p50_s": statistics.median(times) if times else float("nan"),
-                    "p95_s": _pct(times, 0.95),
-                    "max_s": max(times) if times else float("nan"),
-                    "ready": len(times),
-                    "with_errors": sum(1 for r in results if r["exceptions"] or r["errors"]),
-                    "server_peak_mb": mem.server_peak / 2**20,
-                    "workers_peak_mb": mem.workers_peak / 2**20,
-                    "n_worker_processes": mem.n_workers,
-                    "load_average": os.getloadavg()[0],
-                    "failures": sorted({r["failure"] for r in results if "failure" in r}),
-                }
+                row = {"mode": mode, "sessions": n, **round_summary(times, results, mem)}
                 rows.append(row)
                 print(
                     f"{mode:9} {n:3d} {row['p50_s']:7.1f} {row['p95_s']:7.1f} {row['max_s']:7.1f} "
