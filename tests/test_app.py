@@ -16,35 +16,11 @@ pytest.importorskip("pydeck")
 pytest.importorskip("plotly")
 
 import apptest_support as support  # noqa: E402
-import streamlit as st  # noqa: E402
-from apptest_support import metric, run_ok  # noqa: E402
+from apptest_support import clear_caches, metric, release_resources, run_ok  # noqa: E402, F401 (autouse fixtures)
 from conftest import OAKLAND_BBOX  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 PAGES = ["app_pages/explore.py", "app_pages/compare.py", "app_pages/audit.py", "app_pages/learn.py"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def release_resources():
-    """At the end of the file, drop every cached resource (this stops the dashboard's worker process)."""
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-
-
-@pytest.fixture(autouse=True)
-def clear_caches():
-    """Streamlit's caches are process-global: every test starts with empty data caches and networks.
-
-    The worker process (a stateless cache_resource) is kept from test to test: starting it costs seconds.
-    """
-    from app import state
-
-    st.cache_data.clear()
-    state.city_network.clear()
-    state.bbox_network.clear()
-    yield
-    st.cache_data.clear()
 
 
 #: The PAnDA page (the app opens on the Lesson page; these tests are about PAnDA's page unless they switch).

@@ -19,8 +19,11 @@ pytest.importorskip("streamlit")
 pytest.importorskip("pydeck")
 
 import apptest_support as support  # noqa: E402
-import streamlit as st  # noqa: E402
-from apptest_support import run_ok  # noqa: E402
+from apptest_support import (  # noqa: E402, F401 (autouse fixtures)
+    clear_caches,
+    release_resources,
+    run_ok,  # noqa: E402
+)
 from conftest import ROOT  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
@@ -28,25 +31,6 @@ EXPLORE = "app_pages/explore.py"
 COMPARE = "app_pages/compare.py"
 #: Code in a text a person reads: exception classes, snake_case names, calls, module paths.
 CODE = re.compile(r"\b\w*Error\b|\b[a-z]+_[a-z0-9_]+\b|\b\w+\([\w, ]*\)|\bpanda\.\w+|Traceback")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def release_resources():
-    """At the end of the file, drop every cached resource (this stops the dashboard's worker process)."""
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-
-
-@pytest.fixture(autouse=True)
-def clear_caches():
-    from app import state
-
-    st.cache_data.clear()
-    state.city_network.clear()
-    state.bbox_network.clear()
-    yield
-    st.cache_data.clear()
 
 
 def make_app(page: str | None = EXPLORE, **query: str) -> AppTest:

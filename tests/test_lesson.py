@@ -16,27 +16,16 @@ pytest.importorskip("pydeck")
 pytest.importorskip("plotly")
 
 import apptest_support as support  # noqa: E402
-import streamlit as st  # noqa: E402
-from apptest_support import metric  # noqa: E402
+from apptest_support import (  # noqa: E402, F401 (autouse fixtures)
+    clear_caches,
+    metric,
+    release_resources,
+)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import panda  # noqa: E402
 from app import lesson, lesson_charts, lesson_maps, maps  # noqa: E402
 from panda.mechanisms import build_em  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def release_resources():
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-
-
-@pytest.fixture(autouse=True)
-def clear_caches():
-    st.cache_data.clear()
-    yield
-    st.cache_data.clear()
 
 
 @pytest.fixture(scope="module")
