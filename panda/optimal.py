@@ -315,6 +315,7 @@ def solve_optimal(
     method: str = "simplex",
     batch: float = 0.1,
     seed_sources: np.ndarray | None = None,
+    seed_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     max_rounds: int = 10_000,
 ) -> OptimalResult:
     """Solve the optimal eps-mDP LP to a certified gap (see the module docstring).
@@ -342,6 +343,10 @@ def solve_optimal(
     seed_sources
         ``(M,)`` record of each output: the first round writes ``z[seed, y] <= a z[x, y]`` for every
         ``x`` (``None``: no pair row at first).
+    seed_rows
+        ``(s, x, y)``: further pair rows ``z[s, y] <= a z[x, y]`` for the first LP (e.g. a coarser
+        level's binding rows mapped to these records); rows implied by the floor, ``s == x`` and
+        duplicates are dropped.
     max_rounds
         Safety cap on the rounds.
     """
@@ -380,6 +385,19 @@ def solve_optimal(
         s_rows, x_rows, y_rows = ss[ok], xx[ok], yy[ok]
     else:
         s_rows = x_rows = y_rows = np.zeros(0, dtype=np.int64)
+    if seed_rows is not None:
+        extra = [np.asarray(v, dtype=np.int64).ravel() for v in seed_rows]
+        if len(extra) != 3 or not (extra[0].size == extra[1].size == extra[2].size):
+            msg = "The 'seed_rows' parameter of solve_optimal must be three equally long index arrays (s, x, y)."
+            raise ValueError(msg)
+        es, ex, ey = extra
+        if es.size and (min(es.min(), ex.min(), ey.min()) < 0 or max(es.max(), ex.max()) >= k or ey.max() >= m):
+            msg = f"The 'seed_rows' parameter of solve_optimal must index records < {k} and outputs < {m}."
+            raise ValueError(msg)
+        s_rows, x_rows, y_rows = np.r_[s_rows, es], np.r_[x_rows, ex], np.r_[y_rows, ey]
+        ok = np.isfinite(a_full[s_rows, x_rows])
+        _, first = np.unique(((s_rows * k + x_rows) * m + y_rows)[ok], return_index=True)
+        s_rows, x_rows, y_rows = (v[ok][np.sort(first)] for v in (s_rows, x_rows, y_rows))
     keys = np.sort((s_rows * k + x_rows) * m + y_rows)
     options = (
         {"simplex_dual_edge_weight_strategy": 1}
@@ -410,6 +428,7 @@ def solve_optimal(
     rebuilt = False
     work_s = repair_s = 0.0
     pending: np.ndarray | None = None
+    last_rows: tuple[np.ndarray, ...] | None = None
 
     def certify(z: np.ndarray) -> None:
         """Repair ``z`` exactly; keep it if it is the best feasible matrix so far."""
@@ -448,6 +467,7 @@ def solve_optimal(
         tc = time.perf_counter()
         lb, lb0 = dual_bound(cost, duals[:k], -duals[k:], s_rows, x_rows, y_rows, a_full[s_rows, x_rows], eta=eta)
         best.update(lb=max(best["lb"], lb), lb0=max(best["lb0"], lb0), u=duals[:k])
+        last_rows = (s_rows, x_rows, y_rows, np.clip(-duals[k:], 0.0, None))
         entry.update(objective=float(h.getInfo().objective_function_value), lower=lb)
         ns, nx, ny, score = separate_right(z, a_full)
         new_keys = (ns * k + nx) * m + ny
@@ -511,5 +531,7 @@ def solve_optimal(
             "time_s": time.perf_counter() - t0,
             "n_pair_rows": int(s_rows.size),
             "row_sum_duals": best.get("u"),
+            # The last solved relaxation's pair rows (s, x, y) and their multipliers (>= 0).
+            "last_pair_rows": last_rows,
         },
     )

@@ -116,6 +116,27 @@ def test_dual_bound_is_weak_duality(inst, exact_optimum):
         assert dual_bound(cost, u, np.zeros(0), none, none, none, np.zeros(0), eta=1e-6)[0] <= exact_optimum
 
 
+def test_seed_rows_warm_start_keeps_the_certificate(inst, exact_optimum):
+    """The binding rows of one solve, given as seed_rows, bring the next to the optimum at once."""
+    cost = inst.prior[:, None] * inst.cost_m
+    first = solve_optimal(cost, inst.d_km, EPS, gap=0.0, time_limit_s=120, seed_sources=inst.outputs)
+    s, x, y, lam = first.info["last_pair_rows"]
+    assert (lam >= 0).all() and s.size == x.size == y.size == lam.size
+    keep = lam > 1e-12
+    # Duplicates, s == x and out-of-LP rows are dropped; the first LP holds the rest.
+    rows = (np.r_[s[keep], s[keep], 0], np.r_[x[keep], x[keep], 0], np.r_[y[keep], y[keep], 0])
+    again = solve_optimal(cost, inst.d_km, EPS, gap=0.0, time_limit_s=120, seed_rows=rows)
+    assert again.rounds[0]["rows"] == inst.n_records + int(keep.sum())
+    assert len(again.rounds) < len(first.rounds)
+    assert again.solved and again.upper_bound == pytest.approx(exact_optimum, rel=1e-6)
+    assert again.lower_bound <= exact_optimum * (1 + 1e-6)
+    assert audit_mechanism(again.matrix, inst.d_km, EPS).passed
+    with pytest.raises(ValueError, match="'seed_rows' parameter of solve_optimal"):
+        solve_optimal(cost, inst.d_km, EPS, seed_rows=(s, x))
+    with pytest.raises(ValueError, match="'seed_rows' parameter of solve_optimal"):
+        solve_optimal(cost, inst.d_km, EPS, seed_rows=(s, x + inst.n_records, y))
+
+
 def test_bad_parameters_are_refused(inst):
     with pytest.raises(ValueError, match="'gap' parameter of build_lp"):
         build_lp(inst, EPS, gap=1.5)
