@@ -24,6 +24,9 @@ readable message (never a traceback):
   interrupted otherwise). A job no worker starts within ``queue_limit_s`` is withdrawn.
 * **Memory**: MemoryError in the job, or the death of its worker (the nanny's memory limit, a crash),
   is a JobError; a worker that saw a MemoryError is restarted. The server never runs the job itself.
+* **Server memory**: Dask keeps the last messages of every connection for debugging, each with its
+  job's pickled arguments; this layer keeps :data:`MESSAGE_LOG_LENGTH` of them, not Dask's 1000 (at
+  1000 a classroom server grew by over 400 MB in 20 minutes and was still growing).
 * **Progress**: the job's ``progress(phase, fraction)`` calls become Dask events (``log_event`` on the
   worker, ``subscribe_topic`` here) that ``run`` relays to its ``progress`` callback in the caller's
   thread.
@@ -103,6 +106,12 @@ QUEUE_LIMIT_S = 300.0
 PROGRESS_INTERVAL_S = 0.1
 #: A local worker exits when its scheduler (this process) has been gone this long, seconds.
 DEATH_TIMEOUT_S = 60
+#: Messages Dask keeps per connection for debugging (``distributed.admin.low-level-log-length``, default 1000).
+#: Every kept message under 1 MB holds its job's pickled arguments whole (an Instance: 0.5 MB at K = 500),
+#: so with the default a classroom server grew for as long as it ran (``bench/bench_load.py --soak``:
+#: +420 MB in 20 minutes, still rising). Set in this process and in the local workers.
+MESSAGE_LOG_LENGTH = 4
+MESSAGE_LOG_ENV = "DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH"
 #: The project root: local workers run from there (they import ``panda``).
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -318,8 +327,11 @@ class Executor:
         worker_log: str | os.PathLike | None = None,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
+        import dask
         import distributed  # noqa: F401 (first: its exit handlers are registered before this executor's)
 
+        # Before any connection exists: every BatchedSend reads the length when it is made.
+        dask.config.set({"distributed.admin.low-level-log-length": MESSAGE_LOG_LENGTH})
         self.queue_limit_s = float(queue_limit_s)
         self.connect_timeout_s = float(connect_timeout_s)
         self._client: Any = None
@@ -385,6 +397,7 @@ class Executor:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             ADDRESS_SPACE_ENV: str(self.address_space),
+            MESSAGE_LOG_ENV: str(MESSAGE_LOG_LENGTH),
         }
         env.pop(SCHEDULER_ENV, None)
         log_file = open(worker_log, "ab") if worker_log else None  # noqa: SIM115 (closed below)

@@ -79,6 +79,11 @@ def allocate(n_bytes: int, hold_s: float = 0.0) -> float:
     return float(block.sum())
 
 
+def checksum(block: np.ndarray) -> float:
+    """The sum of an array (the job's argument is what matters)."""
+    return float(block.sum())
+
+
 def reports(progress) -> str:
     progress("first half", 0.25)
     time.sleep(0.4)
@@ -138,6 +143,36 @@ def test_progress_is_relayed_in_order(executor):
     phases: list[str] = []
     assert executor.run(reports, timeout_s=30, progress=lambda p, f: phases.append(p)) == "done"
     assert phases == ["first half", "second half"]
+
+
+def test_finished_jobs_arguments_are_not_kept_by_the_server(executor):
+    """Dask's debugging logs of recent messages keep at most MESSAGE_LOG_LENGTH jobs' arguments.
+
+    With Dask's default (1000 messages per connection) the client's stream to the scheduler and the
+    scheduler's streams to the workers kept every job's pickled arguments: 40 jobs left 40 graphs here.
+    """
+    import gc
+
+    from dask._task_spec import Task
+    from distributed.protocol.serialize import Serialized
+
+    from panda.execution import MESSAGE_LOG_LENGTH
+
+    def kept() -> tuple[int, int]:
+        gc.collect()
+        objs = gc.get_objects()
+        return sum(isinstance(o, Serialized) for o in objs), sum(isinstance(o, Task) for o in objs)
+
+    before = kept()
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        block = rng.random(2**15)  # 256 KiB (Dask logs messages under 1 MB), a new job each time
+        assert executor.run(checksum, block, timeout_s=60) == pytest.approx(float(block.sum()))
+    graphs, tasks = kept()
+    # Kept per connection: the client's stream and one stream per worker, MESSAGE_LOG_LENGTH each.
+    bound = MESSAGE_LOG_LENGTH * (1 + executor.n_workers) + 2
+    assert graphs - before[0] <= bound, (graphs, before)
+    assert tasks - before[1] <= bound, (tasks, before)
 
 
 def test_identical_jobs_share_one_computation(executor, tmp_path):
