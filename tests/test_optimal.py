@@ -137,6 +137,18 @@ def test_seed_rows_warm_start_keeps_the_certificate(inst, exact_optimum):
         solve_optimal(cost, inst.d_km, EPS, seed_rows=(s, x + inst.n_records, y))
 
 
+def test_drop_share_deletes_slack_rows_and_keeps_the_certificate(inst, exact_optimum):
+    """Deleting slack rows keeps the LP small; the run still ends at the optimum, bounds proven."""
+    cost = inst.prior[:, None] * inst.cost_m
+    res = solve_optimal(cost, inst.d_km, EPS, gap=0.0, time_limit_s=120, seed_sources=inst.outputs, drop_share=0.3)
+    assert sum(r.get("rows_dropped", 0) for r in res.rounds) > 0  # the option did something
+    assert res.solved and res.upper_bound == pytest.approx(exact_optimum, rel=1e-6)
+    assert max(r["lower"] for r in res.rounds if "lower" in r) <= exact_optimum * (1 + 1e-6)
+    assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
+    with pytest.raises(ValueError, match="'drop_share' parameter of solve_optimal"):
+        solve_optimal(cost, inst.d_km, EPS, drop_share=1.0)
+
+
 def test_bad_parameters_are_refused(inst):
     with pytest.raises(ValueError, match="'gap' parameter of build_lp"):
         build_lp(inst, EPS, gap=1.5)
