@@ -23,6 +23,11 @@ Two studies, each printing one table row per measurement with the 1-minute load 
   ``y`` (at K = 200, 96 % of the optimum's sources are among the 40 cheapest)::
 
       python bench/bench_optimal_variants.py multilevel --records 500 --seed 0 --time-limit 300
+
+* ``drop``: today's row generation against ``solve_optimal(drop_share=...)`` (slack rows deleted
+  whenever they are more than that share of the LP), per seed, one after the other::
+
+      python bench/bench_optimal_variants.py drop --records 500 --seeds 0 1 2 --time-limit 30
 """
 
 from __future__ import annotations
@@ -275,10 +280,38 @@ def multilevel(args: argparse.Namespace) -> None:
         )
 
 
+def drop(args: argparse.Namespace) -> None:
+    """Today's row generation with and without deleting slack rows, side by side per seed."""
+    print("| variant | K | seed | time (s) | rounds | last LP rows | upper (m) | lower (m) | gap | audit | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for seed in args.seeds:
+        args.seed = seed
+        inst, cost = instance(args)
+        for share in args.shares:
+            t0 = time.perf_counter()
+            res = solve_optimal(
+                cost,
+                inst.d_km,
+                args.epsilon,
+                gap=args.gap,
+                time_limit_s=args.time_limit,
+                seed_sources=inst.outputs,
+                drop_share=share,
+            )
+            audit = audit_mechanism(res.matrix, inst.d_km, args.epsilon).passed if res.matrix is not None else None
+            print(
+                f"| drop_share={share:g} | {args.records} | {seed} | {time.perf_counter() - t0:.1f} | "
+                f"{len(res.rounds)} | "
+                f"{last_rows(res)} | {res.upper_bound:.3f} | {res.lower_bound:.3f} | {100 * res.gap:.3f} % | "
+                f"{audit} | {load1():.2f} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="study", required=True)
-    for name in ("rowset", "multilevel"):
+    for name in ("rowset", "multilevel", "drop"):
         p = sub.add_parser(name)
         p.add_argument("--city", default="neubrandenburg")
         p.add_argument("--records", type=int, default=500)
@@ -302,8 +335,13 @@ def main() -> None:
     m.add_argument(
         "--cones", type=int, default=0, help="also: seed with the whole cones of the N cheapest records per output"
     )
+    dr = sub.choices["drop"]
+    dr.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    dr.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.5])
+    dr.add_argument("--gap", type=float, default=0.005)
+    dr.add_argument("--time-limit", type=float, default=30.0)
     args = ap.parse_args()
-    rowset(args) if args.study == "rowset" else multilevel(args)
+    {"rowset": rowset, "multilevel": multilevel, "drop": drop}[args.study](args)
 
 
 if __name__ == "__main__":
