@@ -29,6 +29,8 @@ from test_browser import (  # noqa: F401 (fixtures and helpers of the browser te
 pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
 
+from panda.execution import EVENT_TOPIC, MESSAGE_LOG_ENV, MESSAGE_LOG_LENGTH  # noqa: E402
+
 pytestmark = pytest.mark.browser
 
 
@@ -79,7 +81,8 @@ def cluster():
         subprocess.Popen(
             [*dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
             cwd=ROOT,
-            env=env,
+            # as README "Serving a class" starts it
+            env={**env, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1", MESSAGE_LOG_ENV: str(MESSAGE_LOG_LENGTH)},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -136,6 +139,10 @@ def test_the_dashboard_runs_its_jobs_on_the_named_cluster(cluster, class_server,
 
     address, names = cluster
     url, server_proc = class_server
+    # The jobs' start events, as they happen (the scheduler keeps only the last few of a topic).
+    events: list[dict] = []
+    watcher = Client(address, timeout=60, set_as_default=False)
+    watcher.subscribe_topic(EVENT_TOPIC, lambda event: events.append(event[1]))
     context = browser.new_context(viewport={"width": 1600, "height": 2200})
     page = context.new_page()
     errors: list[str] = []
@@ -160,14 +167,14 @@ def test_the_dashboard_runs_its_jobs_on_the_named_cluster(cluster, class_server,
         page.screenshot(path=str(ARTIFACTS / "scale-out-explore.png"))
     finally:
         context.close()
+        watcher.close()
     print(f"\n[scale-out] Lesson ready in {lesson_s:.1f} s, PAnDA page in {explore_s:.1f} s, workers {sorted(names)}")
 
-    # The jobs started on the two named workers (the executor's start events, kept by the scheduler) ...
-    with Client(address, timeout=60, set_as_default=False) as client:
-        events = [msg for _, msg in client.get_events("panda-job") if msg.get("event") == "start"]
-    kinds = {msg["key"].split("-")[0] for msg in events}
+    # The jobs started on the two named workers (the executor's start events) ...
+    starts = [msg for msg in events if isinstance(msg, dict) and msg.get("event") == "start"]
+    kinds = {msg["key"].split("-")[0] for msg in starts}
     assert {"run_panda", "baseline"} <= kinds, kinds
-    assert {msg["worker"] for msg in events} <= set(names.values())
+    assert {msg["worker"] for msg in starts} <= set(names.values())
     # ... and the server started no worker processes of its own.
     children = psutil.Process(server_proc.pid).children(recursive=True)
     assert not [p for p in children if "dask_worker" in " ".join(p.cmdline()) or "worker" in p.name()]
