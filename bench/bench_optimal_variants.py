@@ -237,47 +237,38 @@ def multilevel(args: argparse.Namespace) -> None:
         f"multilevel total {time.perf_counter() - t_all:.1f} s, gap {100 * res.gap:.3f} %, audit {audit}, "
         f"load {load1():.2f}"
     )
-    if args.cones:
+
+    def run_full(label: str, seed_rows: tuple | None) -> None:
+        """The finest level alone, from ``seed_rows`` (or none), on one table row."""
         cost, dd = level(subsets[-1])
+        t0 = time.perf_counter()
+        res = solve_optimal(
+            cost,
+            dd,
+            eps,
+            gap=args.gap,
+            time_limit_s=args.time_limit,
+            method=args.method,
+            seed_sources=np.arange(out.size),
+            seed_rows=seed_rows,
+        )
+        n_seed = 0 if seed_rows is None else seed_rows[0].size
+        print(
+            f"| {label} | {k} | {args.seed} | {time.perf_counter() - t0:.1f} | {len(res.rounds)} | {n_seed} | "
+            f"{last_rows(res)} | {res.upper_bound:.3f} | {res.lower_bound:.3f} | {100 * res.gap:.3f} % | "
+            f"{res.reason} | {load1():.2f} |",
+            flush=True,
+        )
+
+    if args.cones:
+        cost, _ = level(subsets[-1])
         cheap = np.argsort(cost, axis=0)[: args.cones]  # (n, M): the cheapest records of every output
         cs = cheap.T.ravel()  # output-major: y's n sources
         cy = np.repeat(np.arange(cost.shape[1]), args.cones)
         cones = (np.repeat(cs, k), np.tile(np.arange(k), cs.size), np.repeat(cy, k))
-        t0 = time.perf_counter()
-        res = solve_optimal(
-            cost,
-            dd,
-            eps,
-            gap=args.gap,
-            time_limit_s=args.time_limit,
-            method=args.method,
-            seed_sources=np.arange(out.size),
-            seed_rows=cones,
-        )
-        print(
-            f"| cones of the {args.cones} cheapest | {k} | {args.seed} | {time.perf_counter() - t0:.1f} | "
-            f"{len(res.rounds)} | "
-            f"{cones[0].size} | {last_rows(res)} | {res.upper_bound:.3f} | {res.lower_bound:.3f} | "
-            f"{100 * res.gap:.3f} % | {res.reason} | {load1():.2f} |",
-            flush=True,
-        )
+        run_full(f"cones of the {args.cones} cheapest", cones)
     if args.plain:
-        cost, dd = level(subsets[-1])
-        t0 = time.perf_counter()
-        res = solve_optimal(
-            cost,
-            dd,
-            eps,
-            gap=args.gap,
-            time_limit_s=args.time_limit,
-            method=args.method,
-            seed_sources=np.arange(out.size),
-        )
-        print(
-            f"| plain | {k} | {args.seed} | {time.perf_counter() - t0:.1f} | {len(res.rounds)} | 0 | "
-            f"{last_rows(res)} | "
-            f"{res.upper_bound:.3f} | {res.lower_bound:.3f} | {100 * res.gap:.3f} % | {res.reason} | {load1():.2f} |"
-        )
+        run_full("plain", None)
 
 
 def drop(args: argparse.Namespace) -> None:
