@@ -12,7 +12,11 @@ if str(ROOT) not in sys.path:  # `streamlit run app` without the package install
 
 import streamlit as st  # noqa: E402
 
-from app import sidebar, state, style  # noqa: E402
+from app import malloc, sidebar, state, style  # noqa: E402
+
+# The server's memory stays level over a lesson (once per process; see app/malloc.py).
+malloc.tune()
+malloc.start_trimmer()
 
 # A local icon file: a ":material/...:" page icon makes the browser fetch the favicon from fonts.gstatic.com.
 # Presenter view (a projector at 1280x720): the sidebar starts collapsed, the type is larger.
