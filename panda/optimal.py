@@ -415,7 +415,8 @@ def solve_optimal(
     )
     sums = sp.csr_matrix((np.ones(n_cols), (np.repeat(np.arange(k), m), np.arange(n_cols))), shape=(k, n_cols))
 
-    def fresh() -> highspy.Highs:
+    def fresh(solver: str | None = None) -> highspy.Highs:
+        """Build the relaxation on the current rows from scratch (``"ipm"``: interior point with crossover)."""
         pairs = _pair_matrix(s_rows, x_rows, y_rows, a_full[s_rows, x_rows], m, n_cols)
         a = sp.vstack([sums, pairs]).tocsr()
         n_p = pairs.shape[0]
@@ -426,8 +427,8 @@ def solve_optimal(
             np.r_[np.ones(k), np.zeros(n_p)],
             np.full(n_cols, eta),
             np.ones(n_cols),
-            solver="simplex" if method == "simplex" else "ipm",
-            options=options,
+            solver=solver or ("simplex" if method == "simplex" else "ipm"),
+            options=options if solver is None else {"run_crossover": "on"},
         )
 
     h = fresh()
@@ -435,6 +436,7 @@ def solve_optimal(
     best: dict[str, Any] = {"ub": np.inf, "lb": -np.inf, "lb0": -np.inf, "matrix": None, "repair": {}}
     reason = "max rounds"
     rebuilt = False
+    fallback = False  # this round's model is the interior-point fallback
     work_s = repair_s = 0.0
     pending: np.ndarray | None = None
     last_rows: tuple[np.ndarray, ...] | None = None
@@ -467,9 +469,16 @@ def solve_optimal(
                 h = fresh()
                 rebuilt = entry["rebuilt"] = True
                 continue
+            if method == "simplex" and not fallback:
+                # Simplex broke down from scratch too (measured on Rome K = 5000 at 175 k rows): this round
+                # by interior point with crossover (a basic solution with duals), then simplex again.
+                h = fresh("ipm")
+                fallback = entry["interior_point_next"] = True
+                continue
             reason = f"HiGHS reports {status_text!r}"
             break
         rebuilt = False
+        used_fallback, fallback = fallback, False
         sol = h.getSolution()
         z = np.asarray(sol.col_value, dtype=float).reshape(k, m)
         duals = np.asarray(sol.row_dual, dtype=float)
@@ -514,7 +523,7 @@ def solve_optimal(
                 entry["rows_dropped"] = int(gone.size)
         keys = np.union1d(keys, new_keys)
         s_rows, x_rows, y_rows = np.r_[s_rows, ns], np.r_[x_rows, nx], np.r_[y_rows, ny]
-        if method == "simplex":
+        if method == "simplex" and not used_fallback:
             new = _pair_matrix(ns, nx, ny, a_full[ns, nx], m, n_cols)
             h.addRows(
                 new.shape[0],

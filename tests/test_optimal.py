@@ -149,6 +149,31 @@ def test_drop_share_deletes_slack_rows_and_keeps_the_certificate(inst, exact_opt
         solve_optimal(cost, inst.d_km, EPS, drop_share=1.0)
 
 
+def test_a_simplex_breakdown_falls_back_to_interior_point(inst, exact_optimum, monkeypatch):
+    """When simplex fails twice in a round (Rome K = 5000: 'Not Set'), that round runs by interior point.
+
+    The breakdown is real HiGHS: every simplex model gets an iteration limit of 1, so it stops without
+    an optimum; the run must still end at the optimum, its rows solved by interior point with crossover.
+    """
+    import panda.optimal as optimal
+
+    real = optimal.build_highs
+
+    def broken_simplex(*args, **kwargs):
+        h = real(*args, **kwargs)
+        if kwargs.get("solver") == "simplex":
+            h.setOptionValue("simplex_iteration_limit", 1)
+        return h
+
+    monkeypatch.setattr(optimal, "build_highs", broken_simplex)
+    cost = inst.prior[:, None] * inst.cost_m
+    res = solve_optimal(cost, inst.d_km, EPS, gap=0.0, time_limit_s=120, seed_sources=inst.outputs)
+    assert any(r.get("interior_point_next") for r in res.rounds)
+    assert res.solved and res.upper_bound == pytest.approx(exact_optimum, rel=1e-6)
+    assert max(r["lower"] for r in res.rounds if "lower" in r) <= exact_optimum * (1 + 1e-6)
+    assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
+
+
 def test_bad_parameters_are_refused(inst):
     with pytest.raises(ValueError, match="'gap' parameter of build_lp"):
         build_lp(inst, EPS, gap=1.5)
