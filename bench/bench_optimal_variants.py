@@ -204,6 +204,30 @@ def multilevel(args: argparse.Namespace) -> None:
         "| stop | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def solve_level(label: str, sub: np.ndarray, seed_rows: tuple | None, time_limit: float):
+        """Solve the level of records ``sub`` from ``seed_rows`` (or none); print its table row."""
+        cost, dd = level(sub)
+        t0 = time.perf_counter()
+        res = solve_optimal(
+            cost,
+            dd,
+            eps,
+            gap=args.gap,
+            time_limit_s=time_limit,
+            method=args.method,
+            seed_sources=np.arange(out.size),
+            seed_rows=seed_rows,
+        )
+        n_seed = 0 if seed_rows is None else seed_rows[0].size
+        print(
+            f"| {label} | {sub.size} | {args.seed} | {time.perf_counter() - t0:.1f} | {len(res.rounds)} | {n_seed} | "
+            f"{last_rows(res)} | {res.upper_bound:.3f} | {res.lower_bound:.3f} | {100 * res.gap:.3f} % | "
+            f"{res.reason} | {load1():.2f} |",
+            flush=True,
+        )
+        return res
+
     t_all = time.perf_counter()
     rows = None
     res = None
@@ -211,26 +235,10 @@ def multilevel(args: argparse.Namespace) -> None:
         if time.perf_counter() - t_all >= args.time_limit:
             print(f"| multilevel level | {sub.size} | {args.seed} | not started: time limit | | | | | | | | |")
             break
-        cost, dd = level(sub)
         seed_rows = mapped(rows, subsets[li - 1], sub) if rows is not None else None
-        t0 = time.perf_counter()
-        res = solve_optimal(
-            cost,
-            dd,
-            eps,
-            gap=args.gap,
-            time_limit_s=max(1e-3, args.time_limit - (t0 - t_all)),
-            method=args.method,
-            seed_sources=np.arange(out.size),
-            seed_rows=seed_rows,
-        )
+        left = max(1e-3, args.time_limit - (time.perf_counter() - t_all))
+        res = solve_level("multilevel level", sub, seed_rows, left)
         rows = res.info["last_pair_rows"]
-        print(
-            f"| multilevel level | {sub.size} | {args.seed} | {time.perf_counter() - t0:.1f} | {len(res.rounds)} | "
-            f"{0 if seed_rows is None else seed_rows[0].size} | {last_rows(res)} | {res.upper_bound:.3f} | "
-            f"{res.lower_bound:.3f} | {100 * res.gap:.3f} % | {res.reason} | {load1():.2f} |",
-            flush=True,
-        )
     assert res is not None
     audit = audit_mechanism(res.matrix, level(subsets[-1])[1], eps).passed if res.matrix is not None else None
     print(
@@ -238,37 +246,15 @@ def multilevel(args: argparse.Namespace) -> None:
         f"load {load1():.2f}"
     )
 
-    def run_full(label: str, seed_rows: tuple | None) -> None:
-        """The finest level alone, from ``seed_rows`` (or none), on one table row."""
-        cost, dd = level(subsets[-1])
-        t0 = time.perf_counter()
-        res = solve_optimal(
-            cost,
-            dd,
-            eps,
-            gap=args.gap,
-            time_limit_s=args.time_limit,
-            method=args.method,
-            seed_sources=np.arange(out.size),
-            seed_rows=seed_rows,
-        )
-        n_seed = 0 if seed_rows is None else seed_rows[0].size
-        print(
-            f"| {label} | {k} | {args.seed} | {time.perf_counter() - t0:.1f} | {len(res.rounds)} | {n_seed} | "
-            f"{last_rows(res)} | {res.upper_bound:.3f} | {res.lower_bound:.3f} | {100 * res.gap:.3f} % | "
-            f"{res.reason} | {load1():.2f} |",
-            flush=True,
-        )
-
     if args.cones:
         cost, _ = level(subsets[-1])
         cheap = np.argsort(cost, axis=0)[: args.cones]  # (n, M): the cheapest records of every output
         cs = cheap.T.ravel()  # output-major: y's n sources
         cy = np.repeat(np.arange(cost.shape[1]), args.cones)
         cones = (np.repeat(cs, k), np.tile(np.arange(k), cs.size), np.repeat(cy, k))
-        run_full(f"cones of the {args.cones} cheapest", cones)
+        solve_level(f"cones of the {args.cones} cheapest", subsets[-1], cones, args.time_limit)
     if args.plain:
-        run_full("plain", None)
+        solve_level("plain", subsets[-1], None, args.time_limit)
 
 
 def drop(args: argparse.Namespace) -> None:
