@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import re
@@ -177,31 +178,20 @@ class _MemoryWatch:
     summed), sampled every 0.25 s."""
 
     def __init__(self, pid: int) -> None:
-        import psutil
-
-        self._psutil = psutil
-        self._server = psutil.Process(pid)
-        self.server_peak = 0
-        self.workers_peak = 0
+        self._pid = pid
+        self.server_peak = 0.0
+        self.workers_peak = 0.0
         self.n_workers = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def _sample(self) -> None:
-        psutil = self._psutil
-        try:
-            self.server_peak = max(self.server_peak, self._server.memory_info().rss)
-            workers = self._server.children(recursive=True)  # the nanny hosts and the worker processes
-        except psutil.Error:
+        server_mb, workers_mb, n = _rss(self._pid)  # the nanny hosts and the worker processes
+        if math.isnan(server_mb):
             return
-        total = 0
-        for proc in workers:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                pass
-        self.n_workers = len(workers)
-        self.workers_peak = max(self.workers_peak, total)
+        self.server_peak = max(self.server_peak, server_mb * 2**20)
+        self.workers_peak = max(self.workers_peak, workers_mb * 2**20)
+        self.n_workers = n
 
     def _watch(self) -> None:
         while not self._stop.is_set():
@@ -432,6 +422,7 @@ def _cache_bytes(port: int) -> float:
 
 
 def _rss(pid: int) -> tuple[float, float, int]:
+    """RSS of the server and the sum over its child processes (MB, nan when gone), and their number."""
     import psutil
 
     try:
