@@ -13,7 +13,7 @@ answer carries
 
 * an **upper bound**: the objective of a matrix that is *exactly* eps-mDP and row-stochastic,
   made so by :func:`exact_repair` (the min-plus closure or the envelope of the relaxation's
-  solution, rows balanced through entries that can move alone, and if needed a mix with the
+  solution, or the envelope of its sources, the entries with negative ``cost - u``; rows balanced through entries that can move alone, and if needed a mix with the
   uniform mechanism; every step keeps or restores exact feasibility), and
 * a **lower bound**: the weak-duality value of *any* multipliers, ``u`` for the row sums and
   ``lam >= 0`` for any subset of pair rows (:func:`dual_bound`)::
@@ -145,6 +145,21 @@ def _balance(
     return z, passes
 
 
+def _source_envelope(
+    z: np.ndarray, exponent: np.ndarray, sources: np.ndarray, eta: float, *, settle: int = 3
+) -> np.ndarray:
+    """``max(eta, max_s exp(-exponent[s, i]) z[s, y])`` over the sources ``s`` of each output ``y`` only.
+
+    The envelope adds mass (row sums up to 7 at K = 500 from a relaxation's solution, more than the
+    drain can remove in its passes), so it is then ``settle`` times scaled to unit row sums and
+    enveloped again; each pass is exactly feasible and the row sums approach 1 (1.04 after 3).
+    """
+    out = np.maximum(_envelope(np.where(sources, z, 0.0), exponent), eta)
+    for _ in range(settle):
+        out = np.maximum(_envelope(out / out.sum(axis=1, keepdims=True), exponent), eta)
+    return out
+
+
 def exact_repair(
     z: np.ndarray,
     exponent: np.ndarray,
@@ -152,11 +167,12 @@ def exact_repair(
     eta: float = 0.0,
     cost: np.ndarray | None = None,
     max_passes: int = 10,
+    sources: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Turn any nonnegative matrix into an exactly feasible, row-stochastic one near it.
 
     ``exponent`` must be a closed exponent matrix (``eps * d`` for a metric ``d``: zero diagonal,
-    symmetric, triangle inequality). Two candidates are built, each keeping every pair row exact
+    symmetric, triangle inequality). Two candidates (three with ``sources``) are built, each keeping every pair row exact
     at every step, and the cheaper under ``cost`` is returned (``"down"`` without ``cost``):
 
     * *down*: the min-plus closure ``Z[i, y] = min_j exp(e_ij) z[j, y]`` (the largest matrix below
@@ -166,6 +182,13 @@ def exact_repair(
       meeting every pair row), then each row's excess drained from entries above their
       neighbours' envelope (lowering an entry only loosens the rows where it is the left end).
       A relaxation's solution mostly violates pair rows by entries *too low*: this one moves less.
+    * *sources* (only with ``sources``, a ``(K, M)`` mask): the envelope of the masked entries
+      alone, ``Z[i, y] = max(eta, max_s exp(-e_si) z[s, y])`` over the sources ``s`` of output
+      ``y``, then drained like *up*. At the LP's optimum the left ends of the binding pair rows are
+      exactly the entries with negative reduced cost ``cost - u`` (the sources) and every other
+      entry is the floor or a source's cone, so with ``sources = cost - u < 0`` from a relaxation's
+      row-sum duals ``u`` this rebuilds the mechanism from the entries that hold it up, leaving out
+      the entries a relaxation lets jump (measured in docs/benchmarks.md).
 
     Entries clipped at ``eta`` stay ``>= eta`` (the result is feasible for the floored LP). If a
     row cannot be balanced, the rows are normalised (small violations) and mixed with the uniform
@@ -188,8 +211,15 @@ def exact_repair(
     info: dict = {"max_log_excess_before": excess}
     if excess <= 0.0:
         return z, info | {"kind": "none"}
+    starts = [("down", down), ("up", _envelope(z, e))]
+    if sources is not None:
+        mask = np.asarray(sources, dtype=bool)
+        if mask.shape != z.shape:
+            msg = f"The 'sources' parameter of exact_repair must be a {z.shape} mask. Got shape {mask.shape} instead."
+            raise ValueError(msg)
+        starts.append(("sources", _source_envelope(z, e, mask, eta)))
     out = {}
-    for kind, start in (("down", down), ("up", _envelope(z, e))):
+    for kind, start in starts:
         bal, passes = _balance(start, e, up=kind == "down", max_passes=max_passes, floor=eta)
         off = float(np.abs(bal.sum(axis=1) - 1.0).max())
         theta = 0.0
@@ -438,12 +468,14 @@ def solve_optimal(
     rebuilt = False
     fallback = False  # this round's model is the interior-point fallback
     work_s = repair_s = 0.0
-    pending: np.ndarray | None = None
+    pending: tuple[np.ndarray, np.ndarray] | None = None
     last_rows: tuple[np.ndarray, ...] | None = None
 
-    def certify(z: np.ndarray) -> None:
-        """Repair ``z`` exactly; keep it if it is the best feasible matrix so far."""
-        matrix, repair = exact_repair(z, exponent, eta=eta, cost=cost)
+    source_tol = 1e-9 * float(np.abs(cost).max(initial=0.0))
+
+    def certify(z: np.ndarray, u: np.ndarray) -> None:
+        """Repair ``z`` exactly (sources: its entries with negative ``cost - u``); keep the best so far."""
+        matrix, repair = exact_repair(z, exponent, eta=eta, cost=cost, sources=cost - u[:, None] < source_tol)
         ub = float((cost * matrix).sum())
         if ub < best["ub"]:
             best.update(ub=ub, matrix=matrix, repair=repair)
@@ -498,10 +530,10 @@ def solve_optimal(
         work_s += time.perf_counter() - tr
         # The upper bound (an exact repair, a few K x K x M passes) is computed while it costs at
         # most half the solving time so far, and always when the relaxation is feasible.
-        pending = z
+        pending = (z, duals[:k])
         if ns.size == 0 or repair_s <= 0.5 * work_s:
             tp = time.perf_counter()
-            certify(z)
+            certify(z, duals[:k])
             pending = None
             repair_s += time.perf_counter() - tp
         current_gap = (best["ub"] - best["lb"]) / best["ub"]
@@ -537,7 +569,7 @@ def solve_optimal(
         else:
             h = fresh()
     if pending is not None:  # the last relaxation's solution was not repaired yet
-        certify(pending)
+        certify(*pending)
     ub, lb = best["ub"], best["lb"]
     final_gap = (ub - lb) / ub if np.isfinite(ub) and np.isfinite(lb) else float("inf")
     return OptimalResult(
