@@ -13,8 +13,9 @@ answer carries
 
 * an **upper bound**: the objective of a matrix that is *exactly* eps-mDP and row-stochastic,
   made so by :func:`exact_repair` (the min-plus closure or the envelope of the relaxation's
-  solution, or the envelope of its sources, the entries with negative ``cost - u``; rows balanced through entries that can move alone, and if needed a mix with the
-  uniform mechanism; every step keeps or restores exact feasibility), and
+  solution, or the envelope of its sources, the entries with negative ``cost - u``; rows
+  balanced through entries that can move alone, and if needed a mix with the uniform
+  mechanism; every step keeps or restores exact feasibility), and
 * a **lower bound**: the weak-duality value of *any* multipliers, ``u`` for the row sums and
   ``lam >= 0`` for any subset of pair rows (:func:`dual_bound`)::
 
@@ -172,8 +173,9 @@ def exact_repair(
     """Turn any nonnegative matrix into an exactly feasible, row-stochastic one near it.
 
     ``exponent`` must be a closed exponent matrix (``eps * d`` for a metric ``d``: zero diagonal,
-    symmetric, triangle inequality). Two candidates (three with ``sources``) are built, each keeping every pair row exact
-    at every step, and the cheaper under ``cost`` is returned (``"down"`` without ``cost``):
+    symmetric, triangle inequality). Two candidates (three with ``sources``) are built, each keeping
+    every pair row exact at every step, and the cheapest under ``cost`` is returned (``"down"``
+    without ``cost``):
 
     * *down*: the min-plus closure ``Z[i, y] = min_j exp(e_ij) z[j, y]`` (the largest matrix below
       ``z`` meeting every pair row), then each row's deficit filled on entries with headroom
