@@ -7,6 +7,8 @@ Methods (run one after the other on the same instance, so their times compare):
 
 * ``certified``: ``build_lp(instance, eps, gap=GAP)`` (row generation per right entry, a certificate
   after every round);
+* ``spanner``: ``build_lp(instance, eps, gap=GAP, start="spanner")`` (the first LP on a greedy
+  1.5-spanner's rows, every round by interior point);
 * ``exact``: ``build_lp(instance, eps, method="exact")``, the earlier row generation (no bound until
   it finishes; its last finished round's optimum when it does not).
 
@@ -30,14 +32,15 @@ import panda  # noqa: E402
 from panda.audit import audit_mechanism  # noqa: E402
 from panda.mechanisms import build_lp  # noqa: E402
 
-METHODS = ("certified", "exact")
+METHODS = ("certified", "spanner", "exact")
 
 
 def run_one(inst: panda.Instance, eps: float, method: str, gap: float, time_limit: float) -> dict:
     """Build one mechanism and measure it."""
     t0 = time.perf_counter()
-    if method == "certified":
-        res = build_lp(inst, eps, gap=gap, time_limit_s=time_limit, method="certified")
+    if method in ("certified", "spanner"):
+        start = "spanner" if method == "spanner" else "outputs"
+        res = build_lp(inst, eps, gap=gap, time_limit_s=time_limit, method="certified", start=start)
     else:
         res = build_lp(inst, eps, time_limit_s=time_limit, method="exact")
     wall = time.perf_counter() - t0

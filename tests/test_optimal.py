@@ -134,6 +134,24 @@ def test_first_round_upper_bound_comes_from_the_sources(inst):
     assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
 
 
+def test_spanner_start_reaches_the_exact_optimum(inst, exact_optimum):
+    """start="spanner": the first LP on the spanner's rows, interior point rounds, same certificate."""
+    from panda.mechanisms.lp_full import SPANNER_START_REACH, spanner_seed_rows
+
+    s, x, y = spanner_seed_rows(inst, EPS, 1e-6)
+    radius = np.log(1e6) / EPS
+    assert s.size > 0 and (s != x).all()
+    assert (inst.d_km[s, x] < radius).all() and (inst.cost_m[s, y] <= SPANNER_START_REACH * radius * 1000).all()
+    res = build_lp(inst, EPS, gap=0.0, time_limit_s=120, start="spanner")
+    det = res.details
+    assert res.solved and det["start"] == "spanner" and det["solver"].startswith("interior point")
+    assert res.loss_m == pytest.approx(exact_optimum, rel=1e-5)
+    assert det["lower_bound_m"] <= exact_optimum * (1 + 1e-6)
+    assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
+    with pytest.raises(ValueError, match="'start' parameter of build_lp"):
+        build_lp(inst, EPS, start="nearest")
+
+
 def test_dual_bound_is_weak_duality(inst, exact_optimum):
     """Any multipliers give a bound below the optimum; u = 0 gives eta * sum of positive costs."""
     cost = inst.prior[:, None] * inst.cost_m

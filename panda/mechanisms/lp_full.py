@@ -166,6 +166,14 @@ def mdp_pairs(
 #: Ways :func:`build_lp` can solve the LP.
 LP_METHODS = ("certified", "exact")
 
+#: First LP of the certified method: the outputs' own records as sources, or a greedy spanner.
+LP_STARTS = ("outputs", "spanner")
+
+#: ``start="spanner"``: the spanner's dilation, and how far from an output (as a share of the floor
+#: radius ln(1/eta)/eps) a record may be to be a left end of its rows (measured, docs/benchmarks.md).
+SPANNER_START_DILATION = 1.5
+SPANNER_START_REACH = 0.72
+
 
 def build_lp(
     instance: Instance,
@@ -179,6 +187,7 @@ def build_lp(
     gap: float = 0.005,
     method: str | None = None,
     batch: float = 0.1,
+    start: str = "outputs",
 ) -> MechanismResult:
     """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014) with HiGHS.
 
@@ -213,6 +222,14 @@ def build_lp(
         asks for the exact one.
     batch
         Certified method: at most ``batch * K * M`` pair rows added per round.
+    start
+        Certified method, the first LP. ``"outputs"``: each output's own record is the left end of
+        a row to every record, then warm dual simplex rounds (fast while the LP is small: the
+        default). ``"spanner"``: the pair rows of a greedy 1.5-spanner at every output, for left
+        ends within 0.72 of the floor radius of it, and every round by interior point. One such
+        LP gives a strong bound at once (Neubrandenburg K = 500: 239 m in ~40 s, where the default
+        reaches 202 m in 30 s), so it pays on dense cities from K ~ 500 with budgets of a minute
+        or more; below that its first LP does not finish in time.
 
     Notes
     -----
@@ -235,6 +252,9 @@ def build_lp(
     if method is not None and method not in LP_METHODS:
         msg = f"The 'method' parameter of build_lp must be one of {LP_METHODS} or None. Got {method!r} instead."
         raise ValueError(msg)
+    if start not in LP_STARTS:
+        msg = f"The 'start' parameter of build_lp must be one of {LP_STARTS}. Got {start!r} instead."
+        raise ValueError(msg)
     if method is None:
         exact_needed = spanner_dilation is not None or eta == 0.0 or not row_generation
         method = "exact" if exact_needed else "certified"
@@ -245,7 +265,9 @@ def build_lp(
         )
         raise ValueError(msg)
     if method == "certified":
-        return _build_certified(instance, eps, eta=eta, time_limit_s=time_limit_s, gap=float(gap), batch=batch)
+        return _build_certified(
+            instance, eps, eta=eta, time_limit_s=time_limit_s, gap=float(gap), batch=batch, start=start
+        )
     return _build_exact(
         instance,
         eps,
@@ -257,21 +279,40 @@ def build_lp(
     )
 
 
+def spanner_seed_rows(instance: Instance, eps: float, eta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair rows ``(s, x, y)`` of ``start="spanner"``.
+
+    Both directions of every greedy-spanner edge shorter than the floor radius ``ln(1/eta)/eps``,
+    at every output ``y`` whose utility cost from the left end ``s`` is at most
+    ``SPANNER_START_REACH`` times that radius: the optimum's sources (the left ends of its binding
+    rows) are the entries with the smallest cost, and rows from far entries rarely bind.
+    """
+    radius = float(np.log(1.0 / eta) / eps)
+    i, j = greedy_spanner(instance.d_km, SPANNER_START_DILATION, max_length_km=radius)
+    s, x = np.r_[i, j], np.r_[j, i]
+    row, y = np.nonzero(instance.cost_m[s] <= SPANNER_START_REACH * radius * 1000.0)  # (rows, M), metres
+    return s[row], x[row], y
+
+
 def _build_certified(
-    instance: Instance, eps: float, *, eta: float, time_limit_s: float, gap: float, batch: float
+    instance: Instance, eps: float, *, eta: float, time_limit_s: float, gap: float, batch: float, start: str
 ) -> MechanismResult:
     """Build the certified optimal mechanism (:func:`panda.optimal.solve_optimal`)."""
     t0 = time.perf_counter()
     cost = instance.prior[:, None] * instance.cost_m
+    spanner = start == "spanner"
+    seed_rows = spanner_seed_rows(instance, eps, eta) if spanner else None
     res = solve_optimal(
         cost,
         instance.d_km,
         eps,
         eta=eta,
         gap=gap,
-        time_limit_s=time_limit_s,
+        time_limit_s=max(time_limit_s - (time.perf_counter() - t0), 1e-3),
         batch=batch,
-        seed_sources=instance.outputs if instance.outputs is not None else None,
+        method="ipm" if spanner else "simplex",
+        seed_sources=instance.outputs if instance.outputs is not None and not spanner else None,
+        seed_rows=seed_rows,
     )
     k = instance.n_records
     n_pairs = int(((eps * instance.d_km < -np.log(eta)) & ~np.eye(k, dtype=bool)).sum())
@@ -305,7 +346,8 @@ def _build_certified(
         "lp_rows": res.rounds[-1]["rows"] if res.rounds else 0,
         "lp_status": res.rounds[-1]["status"] if res.rounds else "not run",
         "lp_time_s": float(sum(r["solve_s"] for r in res.rounds)),
-        "solver": "simplex (warm, Devex)",
+        "solver": "interior point, every round afresh" if spanner else "simplex (warm, Devex)",
+        "start": start,
         "row_generation": {
             "rounds": res.rounds,
             "n_rounds": len(res.rounds),
