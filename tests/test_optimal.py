@@ -152,6 +152,16 @@ def test_spanner_start_reaches_the_exact_optimum(inst, exact_optimum):
         build_lp(inst, EPS, start="nearest")
 
 
+def test_spanner_start_out_of_time_still_returns_an_audited_mechanism(inst, exact_optimum):
+    """A budget too short for the spanner's LP: one round of the default start, said so, audited."""
+    res = build_lp(inst, EPS, time_limit_s=1e-3, start="spanner")
+    det = res.details
+    assert "did not finish" in det["start_fallback"]
+    assert res.matrix is not None and not res.solved and res.status.startswith("unsolved")
+    assert det["lower_bound_m"] <= exact_optimum * (1 + 1e-6) <= det["upper_bound_m"] * (1 + 2e-6)
+    assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
+
+
 def test_dual_bound_is_weak_duality(inst, exact_optimum):
     """Any multipliers give a bound below the optimum; u = 0 gives eta * sum of positive costs."""
     cost = inst.prior[:, None] * inst.cost_m

@@ -314,6 +314,23 @@ def _build_certified(
         seed_sources=instance.outputs if instance.outputs is not None and not spanner else None,
         seed_rows=seed_rows,
     )
+    fallback = None
+    if spanner and res.matrix is None:
+        # The spanner's LP did not finish in the budget: one round of the default start still gives an
+        # audited mechanism (its sources' envelope) and a bound, a second or so past the limit.
+        fallback = f"the spanner's first LP did not finish ({res.reason}); one round of the default start instead"
+        spanner = False
+        res = solve_optimal(
+            cost,
+            instance.d_km,
+            eps,
+            eta=eta,
+            gap=gap,
+            time_limit_s=60.0,
+            batch=batch,
+            max_rounds=1,
+            seed_sources=instance.outputs if instance.outputs is not None else None,
+        )
     k = instance.n_records
     n_pairs = int(((eps * instance.d_km < -np.log(eta)) & ~np.eye(k, dtype=bool)).sum())
     repair = dict(res.info.get("repair", {}))
@@ -348,6 +365,7 @@ def _build_certified(
         "lp_time_s": float(sum(r["solve_s"] for r in res.rounds)),
         "solver": "interior point, every round afresh" if spanner else "simplex (warm, Devex)",
         "start": start,
+        "start_fallback": fallback,
         "row_generation": {
             "rounds": res.rounds,
             "n_rounds": len(res.rounds),
@@ -373,6 +391,8 @@ def _build_certified(
         why = "time limit" if res.reason == "time limit" else res.reason
         return finish("lp", eps, instance, None, f"unsolved: {why} after {elapsed:.1f} s{bound}", t0, details)
     where = "at time limit" if res.reason == "time limit" else f"({res.reason})"
+    if fallback:
+        where = "at time limit (the spanner's first LP did not finish; one default round)"
     status = (
         f"unsolved: gap {100 * res.gap:.1f} % {where} after {elapsed:.1f} s "
         f"(loss {res.upper_bound:.1f} m, bound {res.lower_bound:.1f} m)"
