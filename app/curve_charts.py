@@ -179,8 +179,11 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
             f"<b>{label}</b>: not solved in {limit:.0f} s" if _finite(limit) else f"<b>{label}</b>: not solved",
             f"ε = {r['epsilon_per_km']:g} /km",
             f"no mechanism can do better than {fmt_m(float(bound))}",
-            "(the last finished round of the LP's row generation)",
+            "(proven by the LP's last relaxation, weak duality)",
         ]
+        best = r.get("loss_m", float("nan"))
+        if _finite(best):
+            lines.append(f"best audited mechanism found: {fmt_m(float(best))} (the line's point)")
         if _finite(slack):
             lines.append(f"strictly: ≥ {fmt_m(float(bound) - float(slack))} without the LP's 1e-6 floor")
         lines.append("click to set ε")

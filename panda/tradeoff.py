@@ -29,9 +29,10 @@ the same instance and measures, per point (one dict per (method, eps), keys :dat
     without a row in ``z`` as violations (``pmdp_user_rate_over_delta`` and ``..._upper`` give the
     two ends). PAnDA's ``epsilon_min_per_km`` is ``nan``: PmDP has no single effective budget.
 ``lower_bound_m``
-    For the optimal LP (``"lp"``) when it did not finish: the optimum of the last finished round of
-    row generation, which :func:`panda.mechanisms.build_lp` reports (a relaxation of the floored LP,
-    so its optimum bounds that LP's from below). ``nan`` when solved or when no round finished.
+    For the optimal LP (``"lp"``) when it did not finish: the proven lower bound that
+    :func:`panda.mechanisms.build_lp` reports (weak duality from its last relaxation), also when it
+    returns its best audited mechanism (then ``loss_m`` is that mechanism's: the optimum lies between
+    the two). ``nan`` when solved or when no round finished.
     Strictly, an eps-mDP mechanism over these outputs without the floor can be lower by at most
     ``floor_slack_m`` (``eta * M * max cost``, the LP's ``cost_bound_m``).
 ``status``, ``outcome``
@@ -258,8 +259,9 @@ def _point(
     row["build_time_s"] = float(mech.build_time_s)
     if method == "lp":
         row["floor_slack_m"] = float(mech.details.get("cost_bound_m", float("nan")))
-        if mech.matrix is None:
-            bound = mech.details.get("row_generation", {}).get("lower_bound", float("nan"))
+        if not mech.solved:
+            # The certified method's proven bound, also when it returns its best audited matrix.
+            bound = mech.details.get("lower_bound_m", mech.details.get("row_generation", {}).get("lower_bound"))
             row["lower_bound_m"] = float(bound) if bound is not None else float("nan")
     try:
         _measure(row, method, instance, mech, audit_sample_pairs, seed)

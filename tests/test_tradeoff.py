@@ -101,6 +101,20 @@ def test_an_impossible_time_limit_is_a_row(tiny):
     assert math.isnan(bound) or bound > 0
 
 
+def test_an_unfinished_lp_row_brackets_the_optimum():
+    """An LP cut short with a matrix: its audited loss and its proven bound are both in the row and the figure."""
+    from app.curve_charts import tradeoff_figure
+
+    inst = panda.make_instance(panda.load_city("neubrandenburg"), n_records=150, n_outputs=100, n_users=20, seed=0)
+    (row,) = tradeoff_curve(inst, ("lp",), (5.0,), lp_time_limit_s=1.5)  # K = 150 needs ~40 s to 0.5 %
+    assert row["outcome"] == "time limit" and "bound" in row["status"]
+    assert row["audited"] and row["audit_passed"]
+    assert 0 < row["lower_bound_m"] < row["loss_m"]
+    fig = tradeoff_figure([row], 5.0, metric="loss")
+    kinds = [t.meta.get("kind") for t in fig.data if isinstance(t.meta, dict)]
+    assert "lower bound" in kinds
+
+
 def test_failures_skips_and_estimates_never_raise(tiny, monkeypatch):
     real = tradeoff._build
     k, m = tiny.n_records, tiny.n_outputs
