@@ -8,10 +8,12 @@ attacker's error (m), or both as two stacked panels sharing the eps axis (``metr
 * the marker says what the exact audit found: filled circle = passed, hollow circle = failed,
   filled diamond = not audited (a sampled estimate, e.g. planar Laplace by sampling); a grey key
   in the legend explains the three;
-* where the optimal LP did not solve in time, its certified lower bound (the last finished round
-  of row generation, as :func:`panda.mechanisms.build_lp` reports it) as hollow up-pointing
+* where the optimal LP did not solve in time, its proven lower bound (weak duality from its last
+  relaxation, as :func:`panda.mechanisms.build_lp` reports it) as hollow up-pointing
   triangles labelled "LP ≥ B m" on a wide translucent band joining neighbouring bounds (loss panel
-  only); an unsolved point without a bound shows nothing and the figure says so in a note;
+  only), and, where it returned an audited mechanism all the same, a down-pointing triangle at that
+  mechanism's loss joined to the bound by a dotted line; an unsolved point without a bound shows
+  nothing and the figure says so in a note;
 * a dashed vertical line at the current eps;
 * every point's ``customdata[0]`` is its eps (1/km): a click handler (``st.plotly_chart(...,
   on_select="rerun", selection_mode="points")``) reads ``point["customdata"][0]`` and sets eps.
@@ -183,7 +185,7 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         ]
         best = r.get("loss_m", float("nan"))
         if _finite(best):
-            lines.append(f"best audited mechanism found: {fmt_m(float(best))} (the line's point)")
+            lines.append(f"best exactly audited mechanism found: {fmt_m(float(best))} (▼)")
         if _finite(slack):
             lines.append(f"strictly: ≥ {fmt_m(float(bound) - float(slack))} without the LP's 1e-6 floor")
         lines.append("click to set ε")
@@ -224,6 +226,62 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
             hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>",
             meta={"method": "lp", "metric": "loss", "kind": "lower bound"},
+        ),
+        **where,
+    )
+    _add_lp_found(fig, pts, label, color, where, show_legend)
+
+
+def _add_lp_found(fig: go.Figure, pts: list[Mapping], label: str, color: str, where: dict, show_legend: bool) -> None:
+    """Where the LP did not solve but returned an audited mechanism: a down-pointing triangle at its
+    loss, joined to the bound below by a thin line (the optimum lies on that segment)."""
+    seg_x: list[float | None] = []
+    seg_y: list[float | None] = []
+    xs, ys, hover, custom = [], [], [], []
+    for r in pts:
+        bound, best = r.get("lower_bound_m"), r.get("loss_m")
+        if r.get("outcome") == "solved" or not (_finite(bound) and _finite(best)):
+            continue
+        e = float(r["epsilon_per_km"])
+        seg_x += [e, e, None]
+        seg_y += [float(bound), float(best), None]
+        xs.append(e)
+        ys.append(float(best))
+        custom.append([e, "lp-found"])
+        hover.append(
+            f"<b>{label}</b>: not solved in time<br>ε = {e:g} /km<br>best exactly audited mechanism found: "
+            f"{fmt_m(float(best))}<br>the optimum lies between {fmt_m(float(bound))} and {fmt_m(float(best))}"
+            "<br>click to set ε"
+        )
+    if not xs:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=seg_x,
+            y=seg_y,
+            mode="lines",
+            name=f"{label}: certified interval",
+            legendgroup="lp",
+            showlegend=False,
+            line={"color": color, "width": 1, "dash": "dot"},
+            hoverinfo="skip",
+            meta={"method": "lp", "metric": "loss", "kind": "certified interval"},
+        ),
+        **where,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers",
+            name=f"{label} not solved: ▼ best mechanism found",
+            legendgroup="lp",
+            showlegend=show_legend,
+            marker={"symbol": "triangle-down", "size": 12, "color": "white", "line": {"color": color, "width": 2}},
+            customdata=custom,
+            hovertext=hover,
+            hovertemplate="%{hovertext}<extra></extra>",
+            meta={"method": "lp", "metric": "loss", "kind": "best found"},
         ),
         **where,
     )
@@ -389,9 +447,15 @@ def tradeoff_notes(rows: Sequence[Mapping], labels: Mapping[str, str] | None = N
                 text = ", ".join(
                     f"{fmt_m(float(r['lower_bound_m']))} at ε = {float(r['epsilon_per_km']):g}" for r in bounds
                 )
+                found = [r for r in bounds if _finite(r.get("loss_m"))]
                 notes.append(
                     f"{label} not solved within its time limit where marked ▲: no mechanism can do better than {text} "
-                    "(the last finished round of its row generation)."
+                    "(proven by its last relaxation)"
+                    + (
+                        "; ▼ marks the best exactly audited mechanism it found, so the optimum lies between the two."
+                        if found
+                        else "."
+                    )
                 )
             missing = _missing_lp_note(pts)
             if missing:

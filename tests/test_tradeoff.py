@@ -112,7 +112,9 @@ def test_an_unfinished_lp_row_brackets_the_optimum():
     assert 0 < row["lower_bound_m"] < row["loss_m"]
     fig = tradeoff_figure([row], 5.0, metric="loss")
     kinds = [t.meta.get("kind") for t in fig.data if isinstance(t.meta, dict)]
-    assert "lower bound" in kinds
+    assert "lower bound" in kinds and "best found" in kinds  # the certified interval: bound and mechanism
+    found = next(t for t in fig.data if isinstance(t.meta, dict) and t.meta.get("kind") == "best found")
+    assert list(found.y) == [pytest.approx(row["loss_m"])]
 
 
 def test_failures_skips_and_estimates_never_raise(tiny, monkeypatch):
