@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -194,40 +195,24 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
     if not any(y is not None for y in ys):
         return
     # A wide translucent band joining neighbouring bounds (the optimum lies on or above it) ...
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines",
-            name=f"{label}: lower bound band",
-            legendgroup="lp",
-            showlegend=False,
-            connectgaps=False,
-            line={"color": "rgba(17, 17, 17, 0.18)", "width": 14},
-            hoverinfo="skip",
-            meta={"method": "lp", "metric": "loss", "kind": "lower bound band"},
-        ),
-        **where,
-    )
+    band = {"color": "rgba(17, 17, 17, 0.18)", "width": 14}
+    _lp_line(fig, xs, ys, f"{label}: lower bound band", band, "lower bound band", where)
     # ... and opaque up-pointing triangles, labelled, that carry the hover text and eps.
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers+text",
-            name=f"{label} not solved: ▲ lower bound",
-            legendgroup="lp",
-            showlegend=show_legend,
-            marker={"symbol": "triangle-up", "size": 13, "color": "white", "line": {"color": color, "width": 2}},
-            text=text,
-            textposition="bottom center",
-            textfont={"size": 11, "color": color},
-            customdata=custom,
-            hovertext=hover,
-            hovertemplate="%{hovertext}<extra></extra>",
-            meta={"method": "lp", "metric": "loss", "kind": "lower bound"},
-        ),
-        **where,
+    _lp_markers(
+        fig,
+        xs,
+        ys,
+        f"{label} not solved: ▲ lower bound",
+        "triangle-up",
+        color,
+        "lower bound",
+        showlegend=show_legend,
+        text=text,
+        textposition="bottom center",
+        textfont={"size": 11, "color": color},
+        customdata=custom,
+        hovertext=hover,
+        where=where,
     )
     _add_lp_found(fig, pts, label, color, where, show_legend)
 
@@ -255,33 +240,57 @@ def _add_lp_found(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         )
     if not xs:
         return
+    dotted = {"color": color, "width": 1, "dash": "dot"}
+    _lp_line(fig, seg_x, seg_y, f"{label}: certified interval", dotted, "certified interval", where)
+    _lp_markers(
+        fig,
+        xs,
+        ys,
+        f"{label} not solved: ▼ best mechanism found",
+        "triangle-down",
+        color,
+        "best found",
+        showlegend=show_legend,
+        customdata=custom,
+        hovertext=hover,
+        where=where,
+    )
+
+
+def _lp_line(fig: go.Figure, x: list, y: list, name: str, line: dict, kind: str, where: dict) -> None:
+    """A hover-less line of the optimal LP's bounds (no legend entry)."""
     fig.add_trace(
         go.Scatter(
-            x=seg_x,
-            y=seg_y,
+            x=x,
+            y=y,
             mode="lines",
-            name=f"{label}: certified interval",
+            name=name,
             legendgroup="lp",
             showlegend=False,
-            line={"color": color, "width": 1, "dash": "dot"},
+            connectgaps=False,
+            line=line,
             hoverinfo="skip",
-            meta={"method": "lp", "metric": "loss", "kind": "certified interval"},
+            meta={"method": "lp", "metric": "loss", "kind": kind},
         ),
         **where,
     )
+
+
+def _lp_markers(fig: go.Figure, x: list, y: list, name: str, symbol: str, color: str, kind: str, **extra: Any) -> None:
+    """Hollow triangles of the optimal LP's bounds, carrying the hover text and eps (``extra``: the
+    trace's ``customdata``, ``hovertext``, ``showlegend``, text options, and ``where``)."""
+    where = extra.pop("where")
     fig.add_trace(
         go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers",
-            name=f"{label} not solved: ▼ best mechanism found",
+            x=x,
+            y=y,
+            mode="markers+text" if "text" in extra else "markers",
+            name=name,
             legendgroup="lp",
-            showlegend=show_legend,
-            marker={"symbol": "triangle-down", "size": 12, "color": "white", "line": {"color": color, "width": 2}},
-            customdata=custom,
-            hovertext=hover,
+            marker={"symbol": symbol, "size": 13, "color": "white", "line": {"color": color, "width": 2}},
             hovertemplate="%{hovertext}<extra></extra>",
-            meta={"method": "lp", "metric": "loss", "kind": "best found"},
+            meta={"method": "lp", "metric": "loss", "kind": kind},
+            **extra,
         ),
         **where,
     )

@@ -27,6 +27,7 @@ tolerance's size (``details["repair"]``).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from panda.instance import Instance
 from panda.lp import SOLVERS, solve_mdp_lp
 from panda.mechanisms._common import check_positive, finish, output_distances_km, repair_mdp, unsolved_status
 from panda.mechanisms.base import MechanismResult, check_epsilon
-from panda.optimal import solve_optimal
+from panda.optimal import OptimalResult, solve_optimal
 
 __all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta", "LP_METHODS"]
 
@@ -301,36 +302,25 @@ def _build_certified(
     t0 = time.perf_counter()
     cost = instance.prior[:, None] * instance.cost_m
     spanner = start == "spanner"
-    seed_rows = spanner_seed_rows(instance, eps, eta) if spanner else None
-    res = solve_optimal(
-        cost,
-        instance.d_km,
-        eps,
-        eta=eta,
-        gap=gap,
-        time_limit_s=max(time_limit_s - (time.perf_counter() - t0), 1e-3),
-        batch=batch,
-        method="ipm" if spanner else "simplex",
-        seed_sources=instance.outputs if instance.outputs is not None and not spanner else None,
-        seed_rows=seed_rows,
-    )
+    outputs = instance.outputs if instance.outputs is not None else None
+
+    def solve(time_limit: float, **options: Any) -> OptimalResult:
+        return solve_optimal(
+            cost, instance.d_km, eps, eta=eta, gap=gap, time_limit_s=time_limit, batch=batch, **options
+        )
+
+    if spanner:
+        seed_rows = spanner_seed_rows(instance, eps, eta)
+        res = solve(max(time_limit_s - (time.perf_counter() - t0), 1e-3), method="ipm", seed_rows=seed_rows)
+    else:
+        res = solve(time_limit_s, seed_sources=outputs)
     fallback = None
     if spanner and res.matrix is None:
         # The spanner's LP did not finish in the budget: one round of the default start still gives an
         # audited mechanism (its sources' envelope) and a bound, a second or so past the limit.
         fallback = f"the spanner's first LP did not finish ({res.reason}); one round of the default start instead"
         spanner = False
-        res = solve_optimal(
-            cost,
-            instance.d_km,
-            eps,
-            eta=eta,
-            gap=gap,
-            time_limit_s=60.0,
-            batch=batch,
-            max_rounds=1,
-            seed_sources=instance.outputs if instance.outputs is not None else None,
-        )
+        res = solve(60.0, max_rounds=1, seed_sources=outputs)
     k = instance.n_records
     n_pairs = int(((eps * instance.d_km < -np.log(eta)) & ~np.eye(k, dtype=bool)).sum())
     repair = dict(res.info.get("repair", {}))
