@@ -206,13 +206,13 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         "triangle-up",
         color,
         "lower bound",
+        where,
         showlegend=show_legend,
         text=text,
         textposition="bottom center",
         textfont={"size": 11, "color": color},
         customdata=custom,
         hovertext=hover,
-        where=where,
     )
     _add_lp_found(fig, pts, label, color, where, show_legend)
 
@@ -250,10 +250,10 @@ def _add_lp_found(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         "triangle-down",
         color,
         "best found",
+        where,
         showlegend=show_legend,
         customdata=custom,
         hovertext=hover,
-        where=where,
     )
 
 
@@ -276,10 +276,11 @@ def _lp_line(fig: go.Figure, x: list, y: list, name: str, line: dict, kind: str,
     )
 
 
-def _lp_markers(fig: go.Figure, x: list, y: list, name: str, symbol: str, color: str, kind: str, **extra: Any) -> None:
+def _lp_markers(
+    fig: go.Figure, x: list, y: list, name: str, symbol: str, color: str, kind: str, where: dict, **extra: Any
+) -> None:
     """Hollow triangles of the optimal LP's bounds, carrying the hover text and eps (``extra``: the
-    trace's ``customdata``, ``hovertext``, ``showlegend``, text options, and ``where``)."""
-    where = extra.pop("where")
+    trace's ``customdata``, ``hovertext``, ``showlegend`` and text options)."""
     fig.add_trace(
         go.Scatter(
             x=x,

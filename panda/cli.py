@@ -301,7 +301,6 @@ def _json_default(value: object) -> object:
     return str(value)
 
 
-
 # ---------------------------------------------------------------------------------------------
 # compare
 # ---------------------------------------------------------------------------------------------
@@ -365,8 +364,12 @@ def cmd_compare(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
             )
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump({"instance": inst.summary(), "config": config.to_dict(), "rows": rows}, fh, indent=2,
-                      default=_json_default)
+            json.dump(
+                {"instance": inst.summary(), "config": config.to_dict(), "rows": rows},
+                fh,
+                indent=2,
+                default=_json_default,
+            )
         print(f"  table written to {args.json_out}", file=out)
     return EXIT_OK
 
@@ -453,8 +456,18 @@ def cmd_experiment(args: argparse.Namespace, *, out: TextIO | None = None) -> in
     else:
         data = {"networks": ["kotka"], "k_values": [100, 200], "methods": ["em", "em-br", "lp-ca", "panda-e"]}
     for name in (
-        "networks", "k_values", "methods", "presets", "epsilons_per_km", "deltas", "n_users", "n_outputs", "n_tasks",
-        "repeats", "seed", "time_limit_s",
+        "networks",
+        "k_values",
+        "methods",
+        "presets",
+        "epsilons_per_km",
+        "deltas",
+        "n_users",
+        "n_outputs",
+        "n_tasks",
+        "repeats",
+        "seed",
+        "time_limit_s",
     ):
         value = getattr(args, name, None)
         if value is not None:

@@ -176,9 +176,10 @@ def exact_repair(
     """Turn any nonnegative matrix into an exactly feasible, row-stochastic one near it.
 
     ``exponent`` must be a closed exponent matrix (``eps * d`` for a metric ``d``: zero diagonal,
-    symmetric, triangle inequality). Two candidates (three with ``sources``) are built, each keeping
-    every pair row exact at every step, and the cheapest under ``cost`` is returned (``"down"``
-    without ``cost``):
+    symmetric, triangle inequality). Two candidates are built, each keeping every pair row exact at
+    every step, and the cheaper under ``cost`` is returned (``"down"`` without ``cost``); with
+    ``sources`` they are *up* and *sources* (*down* never won on a relaxation's solution, K = 100 to
+    1000, and costs a third of the repair):
 
     * *down*: the min-plus closure ``Z[i, y] = min_j exp(e_ij) z[j, y]`` (the largest matrix below
       ``z`` meeting every pair row), then each row's deficit filled on entries with headroom
@@ -216,13 +217,14 @@ def exact_repair(
     info: dict = {"max_log_excess_before": excess}
     if excess <= 0.0:
         return z, info | {"kind": "none"}
-    starts = [("down", down), ("up", _envelope(z, e))]
-    if sources is not None:
+    if sources is None:
+        starts = [("down", down), ("up", _envelope(z, e))]
+    else:
         mask = np.asarray(sources, dtype=bool)
         if mask.shape != z.shape:
             msg = f"The 'sources' parameter of exact_repair must be a {z.shape} mask. Got shape {mask.shape} instead."
             raise ValueError(msg)
-        starts.append(("sources", _source_envelope(z, e, mask, eta)))
+        starts = [("up", _envelope(z, e)), ("sources", _source_envelope(z, e, mask, eta))]
     out = {}
     for kind, start in starts:
         bal, passes = _balance(start, e, up=kind == "down", max_passes=max_passes, floor=eta)
@@ -239,7 +241,7 @@ def exact_repair(
         info[kind] = {"passes": passes, "imbalance_after_moves": off, "theta": theta}
         if cost is not None:
             info[kind]["objective"] = float((cost * bal).sum())
-    kind = "down" if cost is None else min(out, key=lambda name: info[name]["objective"])
+    kind = starts[0][0] if cost is None else min(out, key=lambda name: info[name]["objective"])
     info["kind"] = kind
     return out[kind], info
 

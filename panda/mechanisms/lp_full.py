@@ -302,7 +302,7 @@ def _build_certified(
     t0 = time.perf_counter()
     cost = instance.prior[:, None] * instance.cost_m
     spanner = start == "spanner"
-    outputs = instance.outputs if instance.outputs is not None else None
+    outputs = instance.outputs
 
     def solve(time_limit: float, **options: Any) -> OptimalResult:
         return solve_optimal(
