@@ -175,7 +175,7 @@ def _baseline_rows(key: str) -> _Rows:
     out = _Rows()
     options: tuple = (("time_limit_s", LP_TIME_LIMIT_S),) if key.startswith("lp") else ()
     label = lesson.MECHANISMS[key][0]
-    wait = f" (up to {LP_TIME_LIMIT_S:.0f} s)" if key.startswith("lp") else ""
+    wait = f" (about {LP_TIME_LIMIT_S:.0f} s: its time limit, then an exact audit)" if key.startswith("lp") else ""
     try:
         with st.spinner(f"Building {label} at ε = {eps:g}/km{wait} ..."):
             mech = state.baseline(params.instance_key, key, eps, options)
