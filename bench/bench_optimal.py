@@ -5,10 +5,11 @@
 
 Methods (run one after the other on the same instance, so their times compare):
 
-* ``certified``: ``build_lp(instance, eps, gap=GAP)`` (row generation per right entry, a certificate
-  after every round);
-* ``spanner``: ``build_lp(instance, eps, gap=GAP, start="spanner")`` (the first LP on a greedy
-  1.5-spanner's rows, every round by interior point);
+* ``certified``: ``build_lp(instance, eps, gap=GAP)``, the default: ``start="auto"`` picks one of
+  the next two by the instance's density (a certificate after every round either way);
+* ``outputs``: ``start="outputs"`` (row generation per right entry, warm dual simplex);
+* ``spanner``: ``start="spanner"`` (the first LP on a greedy 1.25-spanner's rows, restarted PDHG
+  rounds, warm from round to round);
 * ``exact``: ``build_lp(instance, eps, method="exact")``, the earlier row generation (no bound until
   it finishes; its last finished round's optimum when it does not).
 
@@ -32,14 +33,14 @@ import panda  # noqa: E402
 from panda.audit import audit_mechanism  # noqa: E402
 from panda.mechanisms import build_lp  # noqa: E402
 
-METHODS = ("certified", "spanner", "exact")
+METHODS = ("certified", "outputs", "spanner", "exact")
 
 
 def run_one(inst: panda.Instance, eps: float, method: str, gap: float, time_limit: float) -> dict:
     """Build one mechanism and measure it."""
     t0 = time.perf_counter()
-    if method in ("certified", "spanner"):
-        start = "spanner" if method == "spanner" else "outputs"
+    if method != "exact":
+        start = "auto" if method == "certified" else method
         res = build_lp(inst, eps, gap=gap, time_limit_s=time_limit, method="certified", start=start)
     else:
         res = build_lp(inst, eps, time_limit_s=time_limit, method="exact")
@@ -55,6 +56,7 @@ def run_one(inst: panda.Instance, eps: float, method: str, gap: float, time_limi
         "lower_m": lower,
         "gap": (upper - lower) / upper if upper == upper and lower == lower else float("nan"),
         "rounds": det.get("row_generation", {}).get("n_rounds"),
+        "start": det.get("start"),
         "audit": None,
     }
     if res.matrix is not None:
@@ -97,7 +99,8 @@ def main() -> None:
                     print(
                         f"| {args.city} | {k} | {eps:g} | {seed} | {method} | {row['time_s']:.1f} | "
                         f"{fmt(row['upper_m'], '.2f')} | {fmt(row['lower_m'], '.2f')} | "
-                        f"{fmt(100 * row['gap'], '.2f')} % | {row['rounds']} | {row['audit']} | {row['status']} |",
+                        f"{fmt(100 * row['gap'], '.2f')} % | {row['rounds']} | {row['audit']} | {row['status']} "
+                        f"(start {row['start']}) |",
                         flush=True,
                     )
     for k in args.records:

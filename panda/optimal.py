@@ -39,6 +39,7 @@ the gap reaches ``gap``, when no row is violated, or at the time limit.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,11 +48,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from panda.lp import _min_plus, build_highs
+from panda.pdhg import pdhg
 
 __all__ = ["OptimalResult", "dual_bound", "exact_repair", "separate_right", "solve_optimal", "METHODS"]
 
-#: Solvers for the rounds: warm dual simplex with Devex pricing, or interior point without crossover.
-METHODS = ("simplex", "ipm")
+#: Solvers for the rounds: warm dual simplex with Devex pricing, interior point without crossover, or
+#: restarted PDHG warm-started from round to round (:mod:`panda.pdhg`).
+METHODS = ("simplex", "ipm", "pdhg")
+
+#: ``method="pdhg"``: a pair row is added when its left end exceeds the right end's allowance by
+#: more than this share (the PDHG point is approximate: smaller violations are its noise), and the
+#: default seconds of PDHG between two separations (measured, docs/benchmarks.md).
+PDHG_SEPARATION_REL = 1e-2
+PDHG_ROUND_S = 4.0
 
 #: A left-out pair row counts as violated when ``z[s, y] - a z[x, y]`` exceeds this (absolute).
 SEPARATION_TOL = 1e-9
@@ -297,8 +306,10 @@ def dual_bound(
     """
     rc = np.asarray(cost, dtype=float) - np.asarray(u, dtype=float)[:, None]
     lam = np.clip(np.asarray(lam, dtype=float), 0.0, None)
-    np.add.at(rc, (s, y), lam)
-    np.add.at(rc, (x, y), -a * lam)
+    k, m = rc.shape
+    flat = rc.ravel()  # a view: the sums land in rc
+    flat += np.bincount(s * m + y, weights=lam, minlength=k * m)
+    flat -= np.bincount(x * m + y, weights=a * lam, minlength=k * m)
     neg = np.minimum(rc, 0.0).sum()
     total = float(np.sum(u))
     return total + float(neg + eta * np.clip(rc, 0.0, None).sum()), total + float(neg)
@@ -341,6 +352,116 @@ def _pair_matrix(s: np.ndarray, x: np.ndarray, y: np.ndarray, coef: np.ndarray, 
     return sp.csr_matrix((vals, (rows, cols)), shape=(n, n_cols))
 
 
+def _pdhg_rounds(
+    cost: np.ndarray,
+    a_full: np.ndarray,
+    sums: sp.csr_matrix,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+    keys: np.ndarray,
+    best: dict[str, Any],
+    rounds: list[dict],
+    certify: Callable[[np.ndarray, np.ndarray], None],
+    *,
+    eta: float,
+    gap: float,
+    deadline: float,
+    batch: float,
+    round_s: float,
+    start_matrix: np.ndarray | None,
+    max_rounds: int,
+) -> tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray] | None]:
+    """Row generation on restarted PDHG (``solve_optimal(method="pdhg")``); updates ``best`` and ``rounds``.
+
+    Each round runs PDHG for ``round_s`` seconds on the current pair rows, warm-started from the
+    last round (new rows' multipliers at 0). While it runs, the lower bound of every checked dual
+    point is computed (:func:`dual_bound`: valid for any multipliers), and PDHG stops as soon as
+    the gap is met. After the round the primal point is repaired exactly (the upper bound, at most
+    half the time so far unless it is the last chance), and for every right entry the left end
+    violating its row by more than :data:`PDHG_SEPARATION_REL` (relative) is added, at most
+    ``batch * K * M`` rows ranked by violation; rows are never added twice. Without new rows the
+    next round continues on the same LP.
+
+    Returns the stop reason, the last rows ``(s, x, y, multipliers)`` and the point still to
+    repair (``None`` if the last one was repaired).
+    """
+    k, m = cost.shape
+    n_cols = k * m
+    s_rows, x_rows, y_rows = rows
+    x0 = None if start_matrix is None else np.maximum(np.asarray(start_matrix, dtype=float), eta).ravel()
+    u0 = None if start_matrix is None else (cost * x0.reshape(k, m)).sum(axis=1)
+    y0 = None if u0 is None else np.r_[u0, np.zeros(s_rows.size)]
+    omega = None
+    work_s = repair_s = 0.0
+    pending: tuple[np.ndarray, np.ndarray] | None = None
+    solved_rows: tuple[np.ndarray, ...] = (s_rows, x_rows, y_rows, np.zeros(s_rows.size))
+    reason = "max rounds"
+    for _ in range(max_rounds):
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            reason = "time limit"
+            break
+        tr = time.perf_counter()
+        coef = a_full[s_rows, x_rows]
+        a = sp.vstack([sums, -_pair_matrix(s_rows, x_rows, y_rows, coef, m, n_cols)]).tocsr()
+        b = np.r_[np.ones(k), np.zeros(s_rows.size)]
+
+        def on_check(x: np.ndarray, y: np.ndarray, rows: tuple = (s_rows, x_rows, y_rows, coef)) -> bool:
+            lb, lb0 = dual_bound(cost, y[:k], y[k:], *rows, eta=eta)
+            if lb > best["lb"]:
+                best.update(lb=lb, u=y[:k].copy())
+            best["lb0"] = max(best["lb0"], lb0)
+            return bool(np.isfinite(best["ub"]) and best["ub"] - best["lb"] <= gap * best["ub"])
+
+        run = pdhg(
+            cost.ravel(),
+            a,
+            b,
+            k,
+            np.full(n_cols, eta),
+            np.ones(n_cols),
+            time_limit_s=min(round_s, remaining),
+            x0=x0,
+            y0=y0,
+            omega=omega,
+            on_check=on_check,
+        )
+        on_check(run.x, run.y)
+        x0, omega = run.x, run.omega
+        solved_rows = (s_rows, x_rows, y_rows, np.clip(run.y[k:], 0.0, None))
+        z, u = run.x.reshape(k, m), run.y[:k]
+        entry: dict = {"rows": int(k + s_rows.size), "status": "pdhg", "iterations": run.iterations}
+        entry["solve_s"] = run.time_s
+        rounds.append(entry)
+        work_s += time.perf_counter() - tr
+        last_chance = deadline - time.perf_counter() < round_s
+        pending = (z, u)
+        if repair_s <= 0.5 * work_s or last_chance or run.stopped_by_callback:
+            tp = time.perf_counter()
+            certify(z, u)
+            pending = None
+            repair_s += time.perf_counter() - tp
+        current_gap = (best["ub"] - best["lb"]) / best["ub"]
+        entry.update(lower=best["lb"], upper=best["ub"], gap=current_gap)
+        if current_gap <= gap:
+            reason = "gap reached"
+            break
+        ns, nx, ny, score = separate_right(np.maximum(z, eta), a_full, tol=0.0)
+        keep = score > PDHG_SEPARATION_REL
+        ns, nx, ny, score = ns[keep], nx[keep], ny[keep], score[keep]
+        new_keys = (ns * k + nx) * m + ny
+        fresh_rows = ~np.isin(new_keys, keys)
+        ns, nx, ny, score, new_keys = (arr[fresh_rows] for arr in (ns, nx, ny, score, new_keys))
+        cap = max(1, int(batch * k * m))
+        if ns.size > cap:
+            top = np.argsort(-score, kind="stable")[:cap]
+            ns, nx, ny, new_keys = ns[top], nx[top], ny[top], new_keys[top]
+        entry["rows_added"] = int(ns.size)
+        keys = np.union1d(keys, new_keys)
+        s_rows, x_rows, y_rows = np.r_[s_rows, ns], np.r_[x_rows, nx], np.r_[y_rows, ny]
+        y0 = np.r_[run.y, np.zeros(ns.size)]
+    return reason, solved_rows, pending
+
+
 def solve_optimal(
     cost: np.ndarray,
     d_km: np.ndarray,
@@ -355,6 +476,8 @@ def solve_optimal(
     seed_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     max_rounds: int = 10_000,
     drop_share: float = 0.0,
+    start_matrix: np.ndarray | None = None,
+    round_s: float = PDHG_ROUND_S,
 ) -> OptimalResult:
     """Solve the optimal eps-mDP LP to a certified gap (see the module docstring).
 
@@ -392,6 +515,11 @@ def solve_optimal(
         above 1e-6 relative) when they are more than this share of the LP's pair rows; deleted rows
         may be found violated and added again later. ``0``: never delete (the default). Smaller
         LPs, cheaper but more rounds (docs/benchmarks.md); the bounds stay proven either way.
+    start_matrix
+        ``"pdhg"`` only: a ``(K, M)`` row-stochastic matrix to start from (e.g. the exponential
+        mechanism); the row-sum multipliers start at its rows' costs. ``None``: zeros.
+    round_s
+        ``"pdhg"`` only: seconds of PDHG between two separations.
     """
     t0 = time.perf_counter()
     cost = np.asarray(cost, dtype=float)
@@ -414,6 +542,13 @@ def solve_optimal(
         raise ValueError(msg)
     if not (0.0 <= drop_share < 1.0):
         msg = f"The 'drop_share' parameter of solve_optimal must be a float in [0, 1). Got {drop_share!r} instead."
+        raise ValueError(msg)
+    if not (round_s > 0.0):
+        msg = f"The 'round_s' parameter of solve_optimal must be a positive float. Got {round_s!r} instead."
+        raise ValueError(msg)
+    if start_matrix is not None and np.shape(start_matrix) != (k, m):
+        shape = np.shape(start_matrix)
+        msg = f"The 'start_matrix' parameter of solve_optimal must be a ({k}, {m}) array. Got shape {shape} instead."
         raise ValueError(msg)
     if not (0.0 < batch <= 1.0):
         msg = f"The 'batch' parameter of solve_optimal must be a float in (0, 1]. Got {batch!r} instead."
@@ -468,7 +603,6 @@ def solve_optimal(
             options=options if solver is None else {"run_crossover": "on"},
         )
 
-    h = fresh()
     rounds: list[dict] = []
     best: dict[str, Any] = {"ub": np.inf, "lb": -np.inf, "lb0": -np.inf, "matrix": None, "repair": {}}
     reason = "max rounds"
@@ -487,6 +621,28 @@ def solve_optimal(
         if ub < best["ub"]:
             best.update(ub=ub, matrix=matrix, repair=repair)
 
+    if method == "pdhg":
+        reason, last_rows, pending = _pdhg_rounds(
+            cost,
+            a_full,
+            sums,
+            (s_rows, x_rows, y_rows),
+            keys,
+            best,
+            rounds,
+            certify,
+            eta=eta,
+            gap=gap,
+            deadline=t0 + time_limit_s,
+            batch=batch,
+            round_s=round_s,
+            start_matrix=start_matrix,
+            max_rounds=max_rounds,
+        )
+        s_rows = last_rows[0]
+        max_rounds = 0  # the HiGHS loop below does not run
+    else:
+        h = fresh()
     for _ in range(max_rounds):
         remaining = time_limit_s - (time.perf_counter() - t0)
         if remaining <= 0:
@@ -593,7 +749,7 @@ def solve_optimal(
             "repair": best["repair"],
             "method": method,
             "batch": batch,
-            "separation_tol": SEPARATION_TOL,
+            "separation_tol": PDHG_SEPARATION_REL if method == "pdhg" else SEPARATION_TOL,
             "time_s": time.perf_counter() - t0,
             "n_pair_rows": int(s_rows.size),
             "drop_share": drop_share,

@@ -35,6 +35,7 @@ from panda.instance import Instance
 from panda.lp import SOLVERS, solve_mdp_lp
 from panda.mechanisms._common import check_positive, finish, output_distances_km, repair_mdp, unsolved_status
 from panda.mechanisms.base import MechanismResult, check_epsilon
+from panda.mechanisms.em import em_matrix
 from panda.optimal import OptimalResult, solve_optimal
 
 __all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta", "LP_METHODS"]
@@ -167,13 +168,25 @@ def mdp_pairs(
 #: Ways :func:`build_lp` can solve the LP.
 LP_METHODS = ("certified", "exact")
 
-#: First LP of the certified method: the outputs' own records as sources, or a greedy spanner.
-LP_STARTS = ("outputs", "spanner")
+#: First LP (and solver) of the certified method: chosen by the instance's density, the outputs' own
+#: records as sources (dual simplex), or a greedy spanner (PDHG).
+LP_STARTS = ("auto", "outputs", "spanner")
+
+#: ``start="auto"`` picks the spanner and PDHG when records have at least this many others within
+#: the floor radius ln(1/eta)/eps on average (measured, docs/benchmarks.md: PDHG wins at 206, 405 and
+#: 499 - Neubrandenburg K = 500 and 1000 at 5/km, K = 500 at 1/km - and loses at 79, 70 and 30 -
+#: Neubrandenburg K = 200, Rome K = 2000, Neubrandenburg K = 500 at 20/km).
+AUTO_PDHG_NEIGHBOURS = 150
 
 #: ``start="spanner"``: the spanner's dilation, and how far from an output (as a share of the floor
 #: radius ln(1/eta)/eps) a record may be to be a left end of its rows (measured, docs/benchmarks.md).
-SPANNER_START_DILATION = 1.5
+SPANNER_START_DILATION = 1.25
 SPANNER_START_REACH = 0.72
+
+#: Certified method: at most this share of ``K * M`` new pair rows a round, by start (measured,
+#: docs/benchmarks.md): small batches keep warm dual simplex fast; PDHG takes what it finds.
+SIMPLEX_BATCH = 0.1
+PDHG_BATCH = 1.0
 
 
 def build_lp(
@@ -187,8 +200,8 @@ def build_lp(
     row_generation: bool = True,
     gap: float = 0.005,
     method: str | None = None,
-    batch: float = 0.1,
-    start: str = "outputs",
+    batch: float | None = None,
+    start: str = "auto",
 ) -> MechanismResult:
     """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014) with HiGHS.
 
@@ -222,15 +235,20 @@ def build_lp(
         ``None`` picks ``"certified"`` unless a spanner, ``eta = 0`` or ``row_generation=False``
         asks for the exact one.
     batch
-        Certified method: at most ``batch * K * M`` pair rows added per round.
+        Certified method: at most ``batch * K * M`` pair rows added per round (``None``: 0.1 for
+        the simplex rounds of ``start="outputs"``, 1.0 for the PDHG rounds of ``"spanner"``).
     start
-        Certified method, the first LP. ``"outputs"``: each output's own record is the left end of
-        a row to every record, then warm dual simplex rounds (fast while the LP is small: the
-        default). ``"spanner"``: the pair rows of a greedy 1.5-spanner at every output, for left
-        ends within 0.72 of the floor radius of it, and every round by interior point. One such
-        LP gives a strong bound at once (Neubrandenburg K = 500: 239 m in ~40 s, where the default
-        reaches 202 m in 30 s), so it pays on dense cities from K ~ 500 with budgets of a minute
-        or more; below that its first LP does not finish in time.
+        Certified method, the first LP and the solver. ``"auto"`` (the default): ``"spanner"``
+        when the records have on average at least :data:`AUTO_PDHG_NEIGHBOURS` others within the
+        floor radius ``ln(1/eta) / eps`` (dense: many pair rows), else ``"outputs"``.
+        ``"outputs"``: each output's own record is the left end of a row to every record, then
+        warm dual simplex rounds (exact, and fast while the LP stays small). ``"spanner"``: the
+        pair rows of a greedy 1.25-spanner at every output, for left ends within 0.72 of the floor
+        radius of it, solved by restarted PDHG (:mod:`panda.pdhg`) from the exponential mechanism,
+        warm from round to round, violated rows added after every 4 s. Every PDHG dual point is a
+        proven bound and every primal point is repaired exactly, so it certifies large dense
+        instances far sooner (Neubrandenburg K = 500 in 30 s: gap about 3 % against 38 %) but
+        converges slowly at the end (K = 100: 28 s to 0.5 % against 7 s).
 
     Notes
     -----
@@ -295,32 +313,39 @@ def spanner_seed_rows(instance: Instance, eps: float, eta: float) -> tuple[np.nd
     return s[row], x[row], y
 
 
+def mean_floor_neighbours(d_km: np.ndarray, eps: float, eta: float) -> float:
+    """How many other records lie within the floor radius ``ln(1/eta) / eps`` of a record, on average."""
+    k = d_km.shape[0]
+    return float(((np.asarray(d_km) < np.log(1.0 / eta) / eps).sum() - k) / max(k, 1))
+
+
 def _build_certified(
-    instance: Instance, eps: float, *, eta: float, time_limit_s: float, gap: float, batch: float, start: str
+    instance: Instance, eps: float, *, eta: float, time_limit_s: float, gap: float, batch: float | None, start: str
 ) -> MechanismResult:
     """Build the certified optimal mechanism (:func:`panda.optimal.solve_optimal`)."""
     t0 = time.perf_counter()
     cost = instance.prior[:, None] * instance.cost_m
+    neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
+    if start == "auto":
+        start = "spanner" if neighbours >= AUTO_PDHG_NEIGHBOURS else "outputs"
     spanner = start == "spanner"
     outputs = instance.outputs
 
     def solve(time_limit: float, **options: Any) -> OptimalResult:
-        return solve_optimal(
-            cost, instance.d_km, eps, eta=eta, gap=gap, time_limit_s=time_limit, batch=batch, **options
-        )
+        return solve_optimal(cost, instance.d_km, eps, eta=eta, gap=gap, time_limit_s=time_limit, **options)
 
     if spanner:
-        seed_rows = spanner_seed_rows(instance, eps, eta)
-        res = solve(max(time_limit_s - (time.perf_counter() - t0), 1e-3), method="ipm", seed_rows=seed_rows)
+        # Restarted PDHG from the exponential mechanism (its rows' costs start the row-sum multipliers).
+        start_matrix = em_matrix(output_distances_km(instance), eps)
+        res = solve(
+            time_limit_s,
+            method="pdhg",
+            seed_rows=spanner_seed_rows(instance, eps, eta),
+            start_matrix=start_matrix,
+            batch=PDHG_BATCH if batch is None else batch,
+        )
     else:
-        res = solve(time_limit_s, seed_sources=outputs)
-    fallback = None
-    if spanner and res.matrix is None:
-        # The spanner's LP did not finish in the budget: one round of the default start still gives an
-        # audited mechanism (its sources' envelope) and a bound, a second or so past the limit.
-        fallback = f"the spanner's first LP did not finish ({res.reason}); one round of the default start instead"
-        spanner = False
-        res = solve(60.0, max_rounds=1, seed_sources=outputs)
+        res = solve(time_limit_s, seed_sources=outputs, batch=SIMPLEX_BATCH if batch is None else batch)
     k = instance.n_records
     n_pairs = int(((eps * instance.d_km < -np.log(eta)) & ~np.eye(k, dtype=bool)).sum())
     repair = dict(res.info.get("repair", {}))
@@ -353,15 +378,15 @@ def _build_certified(
         "lp_rows": res.rounds[-1]["rows"] if res.rounds else 0,
         "lp_status": res.rounds[-1]["status"] if res.rounds else "not run",
         "lp_time_s": float(sum(r["solve_s"] for r in res.rounds)),
-        "solver": "interior point, every round afresh" if spanner else "simplex (warm, Devex)",
+        "solver": "restarted PDHG, warm between rounds" if spanner else "simplex (warm, Devex)",
         "start": start,
-        "start_fallback": fallback,
+        "mean_floor_neighbours": neighbours,
         "row_generation": {
             "rounds": res.rounds,
             "n_rounds": len(res.rounds),
             "lower_bound": finite(res.lower_bound),
             "n_pair_rows": res.info.get("n_pair_rows"),
-            "batch": batch,
+            "batch": res.info.get("batch"),
         },
     }
     if res.matrix is not None:
@@ -381,8 +406,6 @@ def _build_certified(
         why = "time limit" if res.reason == "time limit" else res.reason
         return finish("lp", eps, instance, None, f"unsolved: {why} after {elapsed:.1f} s{bound}", t0, details)
     where = "at time limit" if res.reason == "time limit" else f"({res.reason})"
-    if fallback:
-        where = "at time limit (the spanner's first LP did not finish; one default round)"
     status = (
         f"unsolved: gap {100 * res.gap:.1f} % {where} after {elapsed:.1f} s "
         f"(loss {res.upper_bound:.1f} m, bound {res.lower_bound:.1f} m)"

@@ -1,0 +1,203 @@
+"""A restarted primal-dual hybrid gradient (PDHG) solver for box-bounded LPs, in numpy.
+
+Solves::
+
+    minimise   c . x
+    subject to A[:n_eq] x  = b[:n_eq]
+               A[n_eq:] x >= b[n_eq:]
+               lower <= x <= upper        (every bound finite)
+
+the way PDLP does (Applegate et al. 2021): Ruiz and Pock-Chambolle scaling, a constant step
+``0.95 / ||A||`` split by the primal weight ``omega``, iterates averaged since the last restart,
+adaptive restarts to the average or the current point on the KKT error, and the primal weight
+re-balanced at every restart. It needs only two sparse products a step, so it is fast where an
+interior point's factorisation is not (the optimal mDP LP's pair rows: 1 ms a step at 90 k rows),
+and it warm-starts from any primal and dual point.
+
+Because every variable is boxed, **every** dual point ``y`` (with ``y >= 0`` on the inequality
+rows, which the projection keeps) gives a valid lower bound by weak duality::
+
+    b . y + sum_j min(lower_j rc_j, upper_j rc_j),   rc = c - A^T y
+
+so a caller can stop at any time and still hold a proven bound; the primal point is only
+approximately feasible and needs a repair to be used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["PdhgResult", "pdhg", "box_dual_bound"]
+
+#: Restart rules (PDLP's defaults): sufficient and necessary decay of the KKT error, and the
+#: share of all iterations after which a restart is forced.
+_SUFFICIENT, _NECESSARY, _ARTIFICIAL = 0.2, 0.8, 0.36
+
+
+@dataclass(frozen=True)
+class PdhgResult:
+    """Outcome of :func:`pdhg`: the last candidate (the average or the current point), unscaled."""
+
+    x: np.ndarray
+    y: np.ndarray
+    iterations: int
+    omega: float
+    time_s: float
+    stopped_by_callback: bool
+
+
+def box_dual_bound(
+    c: np.ndarray, a: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray, y: np.ndarray
+) -> float:
+    """Return the weak-duality bound ``b . y + sum min(lower rc, upper rc)`` of a dual point (see the module)."""
+    rc = c - a.T @ y
+    return float(b @ y + np.where(rc > 0, lower * rc, upper * rc).sum())
+
+
+def _scale(a: sp.csr_matrix, ruiz_passes: int = 10) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """Ruiz equilibration, then Pock-Chambolle (alpha = 1): ``A_s = diag(r) A diag(c)``."""
+    a = sp.csr_matrix(a, dtype=float, copy=True)
+    rows, cols = np.ones(a.shape[0]), np.ones(a.shape[1])
+    for _ in range(ruiz_passes):
+        mag = abs(a)
+        r = 1.0 / np.sqrt(np.maximum(mag.max(axis=1).toarray().ravel(), 1e-30))
+        c = 1.0 / np.sqrt(np.maximum(mag.max(axis=0).toarray().ravel(), 1e-30))
+        a = sp.csr_matrix(sp.diags(r) @ a @ sp.diags(c))
+        rows, cols = rows * r, cols * c
+    mag = abs(a)
+    r = 1.0 / np.sqrt(np.maximum(np.asarray(mag.sum(axis=1)).ravel(), 1e-30))
+    c = 1.0 / np.sqrt(np.maximum(np.asarray(mag.sum(axis=0)).ravel(), 1e-30))
+    return sp.csr_matrix(sp.diags(r) @ a @ sp.diags(c)), rows * r, cols * c
+
+
+def pdhg(
+    c: np.ndarray,
+    a: sp.spmatrix,
+    b: np.ndarray,
+    n_eq: int,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    time_limit_s: float,
+    x0: np.ndarray | None = None,
+    y0: np.ndarray | None = None,
+    omega: float | None = None,
+    on_check: Callable[[np.ndarray, np.ndarray], bool] | None = None,
+    check_every_s: float = 0.5,
+    check_every_steps: int = 64,
+) -> PdhgResult:
+    """Run restarted PDHG until ``time_limit_s`` or until ``on_check`` returns True.
+
+    Parameters
+    ----------
+    c, a, b, n_eq, lower, upper
+        The LP (see the module docstring); ``a`` sparse ``(rows, cols)``, bounds finite.
+    time_limit_s
+        Wall time for this call, seconds (checked every ``check_every_steps`` steps).
+    x0, y0
+        Warm start (primal, dual); zeros by default. ``y0`` is clipped to ``>= 0`` on inequalities.
+    omega
+        Primal weight to start from (a previous call's ``omega`` when warm-starting);
+        ``||c|| / ||b||`` of the scaled problem by default.
+    on_check
+        Called with the current candidate ``(x, y)`` (unscaled) at most every ``check_every_s``
+        seconds; return True to stop.
+    """
+    t0 = time.perf_counter()
+    c = np.asarray(c, dtype=float)
+    b = np.asarray(b, dtype=float)
+    lower = np.asarray(lower, dtype=float)
+    upper = np.asarray(upper, dtype=float)
+    if not (np.isfinite(lower).all() and np.isfinite(upper).all()):
+        msg = "pdhg needs finite bounds on every variable."
+        raise ValueError(msg)
+    a_s, dr, dc = _scale(sp.csr_matrix(a))
+    a_t = a_s.T.tocsr()
+    n_rows, n_cols = a_s.shape
+    cs, bs, lo, hi = c * dc, b * dr, lower / dc, upper / dc
+    x = np.clip(np.zeros(n_cols) if x0 is None else np.asarray(x0, dtype=float) / dc, lo, hi)
+    y = np.zeros(n_rows) if y0 is None else np.asarray(y0, dtype=float) / dr
+    y[n_eq:] = np.maximum(y[n_eq:], 0.0)
+    # ||A_s||_2 by power iteration (an over-estimate is safe; the step is 0.95 of its inverse).
+    v = np.random.default_rng(0).standard_normal(n_cols)
+    norm2 = 1.0
+    for _ in range(30):
+        v = a_t @ (a_s @ v)
+        norm2 = float(np.linalg.norm(v))
+        v /= norm2
+    step = 0.95 / np.sqrt(norm2 * 1.01)
+    if omega is None:
+        omega = max(float(np.linalg.norm(cs)), 1e-12) / max(float(np.linalg.norm(bs)), 1e-12)
+
+    def kkt(x: np.ndarray, y: np.ndarray, ax: np.ndarray, aty: np.ndarray) -> float:
+        """Return the KKT error: scaled primal residual and duality gap (no dual residual: all boxed)."""
+        res = bs - ax
+        res[n_eq:] = np.maximum(res[n_eq:], 0.0)
+        rc = cs - aty
+        gap = cs @ x - (bs @ y + np.where(rc > 0, lo * rc, hi * rc).sum())
+        return float(np.sqrt(omega**2 * (res @ res) + gap**2))
+
+    ax, aty = a_s @ x, a_t @ y
+    sums = [np.zeros(n_cols), np.zeros(n_rows), np.zeros(n_rows), np.zeros(n_cols)]
+    count = 0
+    anchor = (x.copy(), y.copy())
+    k_restart, k_last = kkt(x, y, ax, aty), np.inf
+    it = it_restart = 0
+    last_check = -np.inf
+    stopped = False
+    best = (x, y)
+    while True:
+        tau, sigma = step / omega, step * omega
+        x_new = np.clip(x - tau * (cs - aty), lo, hi)
+        ax_new = a_s @ x_new
+        y = y + sigma * (bs - 2.0 * ax_new + ax)
+        y[n_eq:] = np.maximum(y[n_eq:], 0.0)
+        x, ax = x_new, ax_new
+        aty = a_t @ y
+        for acc, val in zip(sums, (x, y, ax, aty), strict=True):
+            acc += val
+        count += 1
+        it += 1
+        if it % check_every_steps:
+            continue
+        avg = tuple(acc / count for acc in sums)
+        k_avg, k_cur = kkt(*avg), kkt(x, y, ax, aty)
+        cand, k_cand = (avg, k_avg) if k_avg < k_cur else ((x, y, ax, aty), k_cur)
+        best = (cand[0], cand[1])
+        elapsed = time.perf_counter() - t0
+        if on_check is not None and elapsed - last_check >= check_every_s:
+            last_check = elapsed
+            if on_check(cand[0] * dc, cand[1] * dr):
+                stopped = True
+                break
+        if elapsed >= time_limit_s:
+            break
+        restart = (
+            k_cand <= _SUFFICIENT * k_restart
+            or (k_cand <= _NECESSARY * k_restart and k_cand > k_last)
+            or it - it_restart >= _ARTIFICIAL * it
+        )
+        k_last = k_cand
+        if restart:
+            x, y, ax, aty = (arr.copy() for arr in cand)
+            dx, dy = float(np.linalg.norm(x - anchor[0])), float(np.linalg.norm(y - anchor[1]))
+            if dx > 1e-10 and dy > 1e-10:  # re-balance primal and dual progress (PDLP's smoothing 0.5)
+                omega = float(np.exp(0.5 * np.log(dy / dx) + 0.5 * np.log(omega)))
+            anchor = (x.copy(), y.copy())
+            k_restart, k_last, it_restart = k_cand, np.inf, it
+            for acc in sums:
+                acc[:] = 0.0
+            count = 0
+    return PdhgResult(
+        x=np.clip(best[0] * dc, lower, upper),  # unscaling may step an ulp past a bound
+        y=best[1] * dr,
+        iterations=it,
+        omega=float(omega),
+        time_s=time.perf_counter() - t0,
+        stopped_by_callback=stopped,
+    )
