@@ -393,6 +393,12 @@ def _pdhg_rounds(
     omega = None
     work_s = repair_s = 0.0
     pending: tuple[np.ndarray, np.ndarray] | None = None
+    # The bound of the mechanism without privacy (every row on its cheapest outputs, the rest at the
+    # floor): u = the row minima, no pair multiplier. Never negative; PDHG's early points can be.
+    u_min = cost.min(axis=1)
+    lb, lb0 = dual_bound(cost, u_min, np.zeros(0), *(np.zeros(0, dtype=np.int64),) * 3, np.zeros(0), eta=eta)
+    if lb > best["lb"]:
+        best.update(lb=lb, lb0=max(best["lb0"], lb0), u=u_min)
     solved_rows: tuple[np.ndarray, ...] = (s_rows, x_rows, y_rows, np.zeros(s_rows.size))
     reason = "max rounds"
     for _ in range(max_rounds):
