@@ -50,7 +50,15 @@ import scipy.sparse as sp
 from panda.lp import _min_plus, build_highs
 from panda.pdhg import pdhg
 
-__all__ = ["OptimalResult", "dual_bound", "exact_repair", "separate_right", "solve_optimal", "METHODS"]
+__all__ = [
+    "OptimalResult",
+    "best_pair_multipliers",
+    "dual_bound",
+    "exact_repair",
+    "separate_right",
+    "solve_optimal",
+    "METHODS",
+]
 
 #: Solvers for the rounds: warm dual simplex with Devex pricing, interior point without crossover, or
 #: restarted PDHG warm-started from round to round (:mod:`panda.pdhg`).
@@ -315,6 +323,37 @@ def dual_bound(
     return total + float(neg + eta * np.clip(rc, 0.0, None).sum()), total + float(neg)
 
 
+def best_pair_multipliers(
+    cost: np.ndarray, u: np.ndarray, s: np.ndarray, x: np.ndarray, y: np.ndarray, a: np.ndarray, *, eta: float
+) -> np.ndarray:
+    """Find the pair-row multipliers that maximise :func:`dual_bound` for fixed row-sum multipliers ``u``.
+
+    With ``u`` fixed the bound separates by output: for each ``y`` the dual of
+    ``min (cost[:, y] - u) . v  s.t.  v[s] <= a v[x] (its rows), eta <= v <= 1`` (one small LP per
+    output, HiGHS dual simplex). Its multipliers, put into :func:`dual_bound`, give the Lagrangian
+    value of ``u`` over these rows, computed by our own weak-duality formula (so HiGHS's tolerances
+    cannot make it unsound). Returns one multiplier ``>= 0`` per row (0 where an output's LP failed).
+    """
+    k, m = cost.shape
+    lam = np.zeros(s.size)
+    order = np.argsort(y, kind="stable")
+    starts = np.searchsorted(y[order], np.arange(m + 1))
+    for out in range(m):
+        idx = order[starts[out] : starts[out + 1]]
+        n = idx.size
+        if n == 0:
+            continue
+        rows = np.r_[np.arange(n), np.arange(n)]
+        pairs = sp.csr_matrix((np.r_[np.ones(n), -a[idx]], (rows, np.r_[s[idx], x[idx]])), shape=(n, k))
+        h = build_highs(
+            cost[:, out] - u, pairs, np.full(n, -np.inf), np.zeros(n), np.full(k, eta), np.ones(k), solver="simplex"
+        )
+        h.run()
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            lam[idx] = np.clip(-np.asarray(h.getSolution().row_dual, dtype=float), 0.0, None)
+    return lam
+
+
 def separate_right(
     z: np.ndarray, a_full: np.ndarray, *, tol: float = SEPARATION_TOL
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -432,6 +471,10 @@ def _pdhg_rounds(
             on_check=on_check,
         )
         on_check(run.x, run.y)
+        # The best pair multipliers for PDHG's row-sum multipliers: a far stronger bound early on
+        # (Neubrandenburg K = 500, 5/km, after 6 s: 184 against 117 m; 0.7 s for the 100 small LPs).
+        lam_u = best_pair_multipliers(cost, run.y[:k], s_rows, x_rows, y_rows, coef, eta=eta)
+        on_check(run.x, np.r_[run.y[:k], lam_u])
         x0, omega = run.x, run.omega
         solved_rows = (s_rows, x_rows, y_rows, np.clip(run.y[k:], 0.0, None))
         z, u = run.x.reshape(k, m), run.y[:k]

@@ -288,3 +288,25 @@ def test_agrees_with_libqif(kotka):
     assert det["lower_bound_no_floor_m"] <= qif_loss * (1 + 1e-6)
     assert qif_loss <= det["upper_bound_m"] * (1 + 1e-6)
     assert det["upper_bound_m"] - qif_loss <= det["cost_bound_m"] + 1e-6
+
+
+def test_best_pair_multipliers_maximise_the_bound_for_fixed_row_sum_multipliers(inst, exact_optimum):
+    """For fixed u, the per-output LP duals beat any other multipliers and stay a valid bound."""
+    from panda.mechanisms.lp_full import spanner_seed_rows
+    from panda.optimal import best_pair_multipliers
+
+    cost = inst.prior[:, None] * inst.cost_m
+    s, x, y = spanner_seed_rows(inst, EPS, 1e-6)
+    a = np.exp(EPS * inst.d_km[s, x])
+    u = cost.min(axis=1) + 0.5 * (cost.mean(axis=1) - cost.min(axis=1))
+    lam = best_pair_multipliers(cost, u, s, x, y, a, eta=1e-6)
+    assert lam.shape == s.shape and (lam >= 0).all() and (lam > 0).any()
+    best, _ = dual_bound(cost, u, lam, s, x, y, a, eta=1e-6)
+    assert best <= exact_optimum * (1 + 1e-9)
+    rng = np.random.default_rng(0)
+    for scale in (0.0, 1e-3, 1e-2, 1e-1):
+        other, _ = dual_bound(
+            cost, u, rng.exponential(scale, s.size) if scale else np.zeros(s.size), s, x, y, a, eta=1e-6
+        )
+        assert other <= best + 1e-9 * abs(best)
+    assert best > dual_bound(cost, u, np.zeros(s.size), s, x, y, a, eta=1e-6)[0]
