@@ -178,6 +178,13 @@ LP_STARTS = ("auto", "outputs", "spanner")
 #: Neubrandenburg K = 200, Rome K = 2000, Neubrandenburg K = 500 at 20/km).
 AUTO_PDHG_NEIGHBOURS = 150
 
+#: ... but PDHG's bound needs time: below this budget (seconds) ``"auto"`` picks PDHG only from
+#: :data:`AUTO_PDHG_DENSE_NEIGHBOURS` on. Measured on the dashboard (K = 500, a 20-s limit beside
+#: its other jobs): at 5/km (206 neighbours) PDHG's bound was 31-88 m against 186 m for dual
+#: simplex; at 0.5-2/km (490-499) it was 304-1,184 m against 292-349 m.
+AUTO_PDHG_MIN_BUDGET_S = 30.0
+AUTO_PDHG_DENSE_NEIGHBOURS = 400
+
 #: ``start="spanner"``: the spanner's dilation, and how far from an output (as a share of the floor
 #: radius ln(1/eta)/eps) a record may be to be a left end of its rows (measured, docs/benchmarks.md).
 SPANNER_START_DILATION = 1.25
@@ -240,7 +247,8 @@ def build_lp(
     start
         Certified method, the first LP and the solver. ``"auto"`` (the default): ``"spanner"``
         when the records have on average at least :data:`AUTO_PDHG_NEIGHBOURS` others within the
-        floor radius ``ln(1/eta) / eps`` (dense: many pair rows), else ``"outputs"``.
+        floor radius ``ln(1/eta) / eps`` (dense: many pair rows; :data:`AUTO_PDHG_DENSE_NEIGHBOURS`
+        with a budget under :data:`AUTO_PDHG_MIN_BUDGET_S`), else ``"outputs"``.
         ``"outputs"``: each output's own record is the left end of a row to every record, then
         warm dual simplex rounds (exact, and fast while the LP stays small). ``"spanner"``: the
         pair rows of a greedy 1.25-spanner at every output, for left ends within 0.72 of the floor
@@ -319,6 +327,12 @@ def mean_floor_neighbours(d_km: np.ndarray, eps: float, eta: float) -> float:
     return float(((np.asarray(d_km) < np.log(1.0 / eta) / eps).sum() - k) / max(k, 1))
 
 
+def auto_start(neighbours: float, time_limit_s: float) -> str:
+    """``start="auto"``: ``"spanner"`` (PDHG) on dense instances, ``"outputs"`` (dual simplex) otherwise."""
+    dense = AUTO_PDHG_NEIGHBOURS if time_limit_s >= AUTO_PDHG_MIN_BUDGET_S else AUTO_PDHG_DENSE_NEIGHBOURS
+    return "spanner" if neighbours >= dense else "outputs"
+
+
 def _build_certified(
     instance: Instance, eps: float, *, eta: float, time_limit_s: float, gap: float, batch: float | None, start: str
 ) -> MechanismResult:
@@ -327,7 +341,7 @@ def _build_certified(
     cost = instance.prior[:, None] * instance.cost_m
     neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
     if start == "auto":
-        start = "spanner" if neighbours >= AUTO_PDHG_NEIGHBOURS else "outputs"
+        start = auto_start(neighbours, time_limit_s)
     spanner = start == "spanner"
     outputs = instance.outputs
 
