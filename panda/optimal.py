@@ -34,6 +34,13 @@ again), at most ``batch * K * M`` rows per round ranked by relative violation, w
 with Devex pricing. The lower bound is computed after every round, the upper bound whenever its
 repair has cost at most half the solving time so far (and always at the end); the loop stops when
 the gap reaches ``gap``, when no row is violated, or at the time limit.
+
+``method="pdhg"`` replaces the LP solves by restarted PDHG (:mod:`panda.pdhg`), warm from round to
+round, for dense instances (many pairs within the floor radius; ``build_lp``'s ``start="auto"``
+picks it there): every PDHG dual point is a bound by the formula above, and after every round the
+best pair multipliers for its row-sum multipliers (:func:`best_pair_multipliers`) give a stronger
+one. Its points are approximate, so a row is added only when violated by more than
+:data:`PDHG_SEPARATION_REL` (relative), and the run never counts as exact without reaching ``gap``.
 """
 
 from __future__ import annotations
