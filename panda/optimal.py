@@ -389,6 +389,25 @@ def separate_right(
     return s, x, y, score
 
 
+def _new_rows(
+    z: np.ndarray, a_full: np.ndarray, keys: np.ndarray, cap: int, *, min_score: float = 0.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Violated pair rows not yet in the LP: ``s, x, y`` and their keys, at most ``cap``, most violated first.
+
+    :func:`separate_right` on ``z``; rows whose relative violation is not above ``min_score`` and
+    rows whose key ``(s K + x) M + y`` is in ``keys`` are left out.
+    """
+    k, m = z.shape
+    ns, nx, ny, score = separate_right(z, a_full)
+    new_keys = (ns * k + nx) * m + ny
+    keep = (score > min_score) & ~np.isin(new_keys, keys)
+    ns, nx, ny, score, new_keys = (arr[keep] for arr in (ns, nx, ny, score, new_keys))
+    if ns.size > cap:
+        top = np.argsort(-score, kind="stable")[:cap]
+        ns, nx, ny, new_keys = ns[top], nx[top], ny[top], new_keys[top]
+    return ns, nx, ny, new_keys
+
+
 def _pair_matrix(s: np.ndarray, x: np.ndarray, y: np.ndarray, coef: np.ndarray, m: int, n_cols: int) -> sp.csr_matrix:
     """Rows ``z[s, y] - coef z[x, y] <= 0`` as CSR."""
     n = s.size
@@ -503,16 +522,8 @@ def _pdhg_rounds(
         if current_gap <= gap:
             reason = "gap reached"
             break
-        ns, nx, ny, score = separate_right(np.maximum(z, eta), a_full, tol=0.0)
-        keep = score > PDHG_SEPARATION_REL
-        ns, nx, ny, score = ns[keep], nx[keep], ny[keep], score[keep]
-        new_keys = (ns * k + nx) * m + ny
-        fresh_rows = ~np.isin(new_keys, keys)
-        ns, nx, ny, score, new_keys = (arr[fresh_rows] for arr in (ns, nx, ny, score, new_keys))
         cap = max(1, int(batch * k * m))
-        if ns.size > cap:
-            top = np.argsort(-score, kind="stable")[:cap]
-            ns, nx, ny, new_keys = ns[top], nx[top], ny[top], new_keys[top]
+        ns, nx, ny, new_keys = _new_rows(np.maximum(z, eta), a_full, keys, cap, min_score=PDHG_SEPARATION_REL)
         entry["rows_added"] = int(ns.size)
         keys = np.union1d(keys, new_keys)
         s_rows, x_rows, y_rows = np.r_[s_rows, ns], np.r_[x_rows, nx], np.r_[y_rows, ny]
@@ -740,14 +751,7 @@ def solve_optimal(
         best.update(lb=max(best["lb"], lb), lb0=max(best["lb0"], lb0), u=duals[:k])
         last_rows = (s_rows, x_rows, y_rows, np.clip(-duals[k:], 0.0, None))
         entry.update(objective=float(h.getInfo().objective_function_value), lower=lb)
-        ns, nx, ny, score = separate_right(z, a_full)
-        new_keys = (ns * k + nx) * m + ny
-        fresh_rows = ~np.isin(new_keys, keys, assume_unique=False)
-        ns, nx, ny, score, new_keys = (arr[fresh_rows] for arr in (ns, nx, ny, score, new_keys))
-        cap = max(1, int(batch * k * m))
-        if ns.size > cap:
-            top = np.argsort(-score, kind="stable")[:cap]
-            ns, nx, ny, new_keys = ns[top], nx[top], ny[top], new_keys[top]
+        ns, nx, ny, new_keys = _new_rows(z, a_full, keys, max(1, int(batch * k * m)))
         work_s += time.perf_counter() - tr
         # The upper bound (an exact repair, a few K x K x M passes) is computed while it costs at
         # most half the solving time so far, and always when the relaxation is feasible.
