@@ -77,3 +77,20 @@ def test_unbounded_variables_are_refused():
     c, a, b, n_eq, lower, upper = _random_lp(5)
     with pytest.raises(ValueError, match="finite bounds"):
         pdhg(c, a, b, n_eq, lower, np.full_like(upper, np.inf), time_limit_s=1.0)
+
+
+def test_single_precision_converges_and_its_bounds_are_valid():
+    """float32 iterations: the bound, evaluated in float64, is still a bound, and it gets close to the optimum."""
+    c, a, b, n_eq, lower, upper = _random_lp(6)
+    opt = _highs_optimum(c, a, b, n_eq, lower, upper)
+    bounds: list[float] = []
+
+    def on_check(x, y):
+        assert x.dtype == np.float64 and y.dtype == np.float64
+        bounds.append(box_dual_bound(c, a, b, lower, upper, y))
+        return False
+
+    res = pdhg(c, a, b, n_eq, lower, upper, time_limit_s=3.0, on_check=on_check, check_every_s=0.0, dtype=np.float32)
+    assert bounds and max(bounds) <= opt + 1e-9 * max(1.0, abs(opt))
+    assert box_dual_bound(c, a, b, lower, upper, res.y) == pytest.approx(opt, abs=1e-3 * max(1.0, abs(opt)))
+    assert (res.x >= lower).all() and (res.x <= upper).all()
