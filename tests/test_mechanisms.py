@@ -155,6 +155,38 @@ def test_greedy_spanner_has_the_dilation(small):
     assert ei.size < d.shape[0] * (d.shape[0] - 1) // 2
 
 
+def _reference_greedy_spanner(d, t, radius):
+    """The textbook greedy spanner with a full all-pairs update per edge."""
+    k = d.shape[0]
+    ii, jj = np.triu_indices(k, 1)
+    keep = d[ii, jj] < radius
+    ii, jj = ii[keep], jj[keep]
+    order = np.argsort(d[ii, jj], kind="stable")
+    span = np.full((k, k), np.inf)
+    np.fill_diagonal(span, 0.0)
+    edges = []
+    for u, v in zip(ii[order], jj[order], strict=True):
+        w = d[u, v]
+        if span[u, v] > t * w:
+            edges.append((u, v))
+            span = np.minimum(span, np.minimum(span[:, [u]] + w + span[[v], :], span[:, [v]] + w + span[[u], :]))
+    return edges
+
+
+def test_greedy_spanner_with_a_radius_updates_locally_and_finds_the_same_edges():
+    inst = make_instance(load_city("neubrandenburg"), n_records=150, n_outputs=10, n_users=5, seed=2)
+    d, t, radius = inst.d_km, 1.25, 0.8
+    ei, ej = greedy_spanner(d, t, max_length_km=radius)
+    assert list(zip(ei.tolist(), ej.tolist(), strict=True)) == _reference_greedy_spanner(d, t, radius)
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    sp = shortest_path(coo_matrix((d[ei, ej], (ei, ej)), shape=d.shape), directed=False)
+    close = (d < radius) & ~np.eye(d.shape[0], dtype=bool)
+    assert close.sum() // 2 > 2 * ei.size  # most close pairs are left to the spanner's paths
+    assert (sp[close] <= t * d[close] * (1 + 1e-12)).all()
+
+
 def test_mdp_pairs_neighbour_radius_is_flagged(small):
     pi, pj, b, info = mdp_pairs(small.d_km, EPS, eta=1e-6, neighbour_radius_km=0.3)
     assert (small.d_km[pi, pj] < 0.3).all()

@@ -56,8 +56,11 @@ def greedy_spanner(
 
     Pairs are scanned by increasing distance; a pair becomes an edge when the spanner's current
     shortest path between its ends is longer than ``t d``. Afterwards every pair closer than
-    ``max_length_km`` has a spanner path of length ``<= t d``. The all-pairs spanner distances are
-    kept in a ``K x K`` array and updated per added edge (``O(K^2)`` each): fine up to K ~ 1000.
+    ``max_length_km`` has a spanner path of length ``<= t d``. The spanner distances are kept in a
+    ``K x K`` array. With a finite ``max_length_km = R`` only paths shorter than ``t R`` are ever
+    asked for, and a new edge ``(u, v)`` shortens such a path ``a ... b`` only when ``a`` and ``b``
+    lie within ``t R`` (in ``d``) of ``u`` or ``v``: only that block is updated (the same edges as a
+    full update; Rome K = 2000: 64.5 s before). Without it, every edge updates all ``K^2`` entries.
 
     Returns
     -------
@@ -73,6 +76,8 @@ def greedy_spanner(
     order = np.argsort(dd, kind="stable")
     span = np.full((k, k), np.inf)
     np.fill_diagonal(span, 0.0)
+    local = np.isfinite(max_length_km)
+    near = (d < dilation * max_length_km) if local else None
     edges_i: list[int] = []
     edges_j: list[int] = []
     for u, v, w in zip(ii[order].tolist(), jj[order].tolist(), dd[order].tolist(), strict=True):
@@ -81,8 +86,15 @@ def greedy_spanner(
         edges_i.append(u)
         edges_j.append(v)
         # New paths through the edge (u, v) in either direction.
-        via = np.minimum(span[:, u, None] + w + span[None, v, :], span[:, v, None] + w + span[None, u, :])
-        np.minimum(span, via, out=span)
+        if local:
+            idx = np.flatnonzero(near[u] | near[v])
+            block = np.ix_(idx, idx)
+            su, sv = span[idx, u], span[idx, v]
+            via = np.minimum(su[:, None] + w + sv[None, :], sv[:, None] + w + su[None, :])
+            span[block] = np.minimum(span[block], via)
+        else:
+            via = np.minimum(span[:, u, None] + w + span[None, v, :], span[:, v, None] + w + span[None, u, :])
+            np.minimum(span, via, out=span)
     return np.asarray(edges_i, dtype=np.int64), np.asarray(edges_j, dtype=np.int64)
 
 
