@@ -11,7 +11,7 @@ the way PDLP does (Applegate et al. 2021): Ruiz and Pock-Chambolle scaling, a co
 ``0.95 / ||A||`` split by the primal weight ``omega``, iterates averaged since the last restart,
 adaptive restarts to the average or the current point on the KKT error, and the primal weight
 re-balanced at every restart. It needs only two sparse products a step, so it is fast where an
-interior point's factorisation is not (the optimal mDP LP's pair rows: 1 ms a step at 90 k rows),
+interior point's factorisation is not (the optimal mDP LP's pair rows: 0.7 ms a step at 127 k rows),
 and it warm-starts from any primal and dual point.
 
 Because every variable is boxed, **every** dual point ``y`` (with ``y >= 0`` on the inequality

@@ -316,8 +316,9 @@ def test_auto_start_picks_pdhg_only_on_dense_instances_with_time(kotka):
     """start="auto": the measured rule (docs/benchmarks.md), and the start a run used is reported."""
     from panda.mechanisms.lp_full import auto_start, mean_floor_neighbours
 
-    assert auto_start(206, 30.0) == "spanner" and auto_start(79, 300.0) == "outputs"
-    assert auto_start(206, 20.0) == "outputs" and auto_start(490, 20.0) == "spanner"
+    assert auto_start(206, 30.0, 500) == "spanner" and auto_start(79, 300.0, 200) == "outputs"
+    assert auto_start(206, 20.0, 500) == "outputs" and auto_start(490, 20.0, 500) == "spanner"
+    assert auto_start(187, 1800.0, 5000) == "outputs"  # Rome K = 5000: dual simplex proves more
     small = make_instance(kotka, n_records=45, n_outputs=30, n_users=10, seed=1)
     assert mean_floor_neighbours(small.d_km, EPS, 1e-6) == pytest.approx(44.0)  # Kotka: all within 2.76 km
     res = build_lp(small, EPS, time_limit_s=60)

@@ -197,6 +197,11 @@ AUTO_PDHG_NEIGHBOURS = 150
 AUTO_PDHG_MIN_BUDGET_S = 30.0
 AUTO_PDHG_DENSE_NEIGHBOURS = 400
 
+#: ... and only up to this many records: on Rome K = 5000 (187 neighbours) PDHG's steps are too slow
+#: (30 min: gap 67.8 %, bound 273.9 m, against 16.8 % and 324.7 m for dual simplex); it wins at
+#: K = 500 and 1000. The cap between them is not measured more finely.
+AUTO_PDHG_MAX_RECORDS = 2000
+
 #: ``start="spanner"``: the spanner's dilation, and how far from an output (as a share of the floor
 #: radius ln(1/eta)/eps) a record may be to be a left end of its rows (measured, docs/benchmarks.md).
 SPANNER_START_DILATION = 1.25
@@ -260,7 +265,8 @@ def build_lp(
         Certified method, the first LP and the solver. ``"auto"`` (the default): ``"spanner"``
         when the records have on average at least :data:`AUTO_PDHG_NEIGHBOURS` others within the
         floor radius ``ln(1/eta) / eps`` (dense: many pair rows; :data:`AUTO_PDHG_DENSE_NEIGHBOURS`
-        with a budget under :data:`AUTO_PDHG_MIN_BUDGET_S`), else ``"outputs"``.
+        with a budget under :data:`AUTO_PDHG_MIN_BUDGET_S`) and there are at most
+        :data:`AUTO_PDHG_MAX_RECORDS` records, else ``"outputs"``.
         ``"outputs"``: each output's own record is the left end of a row to every record, then
         warm dual simplex rounds (exact, and fast while the LP stays small). ``"spanner"``: the
         pair rows of a greedy 1.25-spanner at every output, for left ends within 0.72 of the floor
@@ -339,10 +345,14 @@ def mean_floor_neighbours(d_km: np.ndarray, eps: float, eta: float) -> float:
     return float(((np.asarray(d_km) < np.log(1.0 / eta) / eps).sum() - k) / max(k, 1))
 
 
-def auto_start(neighbours: float, time_limit_s: float) -> str:
-    """``start="auto"``: ``"spanner"`` (PDHG) on dense instances, ``"outputs"`` (dual simplex) otherwise."""
+def auto_start(neighbours: float, time_limit_s: float, n_records: int) -> str:
+    """``start="auto"``: ``"spanner"`` (PDHG) on dense, not too large instances, else ``"outputs"``.
+
+    Dense: at least :data:`AUTO_PDHG_NEIGHBOURS` (:data:`AUTO_PDHG_DENSE_NEIGHBOURS` under a
+    :data:`AUTO_PDHG_MIN_BUDGET_S` budget); not too large: at most :data:`AUTO_PDHG_MAX_RECORDS`.
+    """
     dense = AUTO_PDHG_NEIGHBOURS if time_limit_s >= AUTO_PDHG_MIN_BUDGET_S else AUTO_PDHG_DENSE_NEIGHBOURS
-    return "spanner" if neighbours >= dense else "outputs"
+    return "spanner" if neighbours >= dense and n_records <= AUTO_PDHG_MAX_RECORDS else "outputs"
 
 
 def _build_certified(
@@ -353,7 +363,7 @@ def _build_certified(
     cost = instance.prior[:, None] * instance.cost_m
     neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
     if start == "auto":
-        start = auto_start(neighbours, time_limit_s)
+        start = auto_start(neighbours, time_limit_s, instance.n_records)
     spanner = start == "spanner"
     outputs = instance.outputs
 
