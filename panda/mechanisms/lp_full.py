@@ -190,13 +190,10 @@ LP_STARTS = ("auto", "outputs", "spanner")
 #: Neubrandenburg K = 200, Rome K = 2000, Neubrandenburg K = 500 at 20/km).
 AUTO_PDHG_NEIGHBOURS = 150
 
-#: ... but PDHG's bound needs time: below this budget (seconds) ``"auto"`` picks PDHG only from
-#: :data:`AUTO_PDHG_DENSE_NEIGHBOURS` on. Measured on the dashboard (K = 500, a 20-s limit beside
-#: its other jobs): at 5/km (206 neighbours) PDHG's bound was 31-88 m against 186 m for dual
-#: simplex; at 0.5-2/km (490-499) it was 304-1,184 m against 292-349 m.
-AUTO_PDHG_MIN_BUDGET_S = 30.0
-AUTO_PDHG_DENSE_NEIGHBOURS = 400
-
+#: (An earlier rule kept dual simplex under a 30-s budget below 400 neighbours: PDHG's bound had
+#: lagged on the dashboard's 20-s points. Since PDHG's step got faster it wins there too: K = 500,
+#: N = 20, 20 s, two runs at a time as on the curve: 5/km bound 207.9 against 186.4 m, 3.5/km
+#: 358.4 against 228.1 m; alone, 2/km 547.9 against 278.1 m.)
 #: ... and only up to this many records: on Rome K = 5000 (187 neighbours) PDHG's steps are too slow
 #: (30 min: gap 67.8 %, bound 273.9 m, against 16.8 % and 324.7 m for dual simplex); it wins at
 #: K = 500 and 1000. The cap between them is not measured more finely.
@@ -264,8 +261,7 @@ def build_lp(
     start
         Certified method, the first LP and the solver. ``"auto"`` (the default): ``"spanner"``
         when the records have on average at least :data:`AUTO_PDHG_NEIGHBOURS` others within the
-        floor radius ``ln(1/eta) / eps`` (dense: many pair rows; :data:`AUTO_PDHG_DENSE_NEIGHBOURS`
-        with a budget under :data:`AUTO_PDHG_MIN_BUDGET_S`) and there are at most
+        floor radius ``ln(1/eta) / eps`` (dense: many pair rows) and there are at most
         :data:`AUTO_PDHG_MAX_RECORDS` records, else ``"outputs"``.
         ``"outputs"``: each output's own record is the left end of a row to every record, then
         warm dual simplex rounds (exact, and fast while the LP stays small). ``"spanner"``: the
@@ -345,14 +341,13 @@ def mean_floor_neighbours(d_km: np.ndarray, eps: float, eta: float) -> float:
     return float(((np.asarray(d_km) < np.log(1.0 / eta) / eps).sum() - k) / max(k, 1))
 
 
-def auto_start(neighbours: float, time_limit_s: float, n_records: int) -> str:
+def auto_start(neighbours: float, n_records: int) -> str:
     """``start="auto"``: ``"spanner"`` (PDHG) on dense, not too large instances, else ``"outputs"``.
 
-    Dense: at least :data:`AUTO_PDHG_NEIGHBOURS` (:data:`AUTO_PDHG_DENSE_NEIGHBOURS` under a
-    :data:`AUTO_PDHG_MIN_BUDGET_S` budget); not too large: at most :data:`AUTO_PDHG_MAX_RECORDS`.
+    Dense: at least :data:`AUTO_PDHG_NEIGHBOURS` records within the floor radius on average; not
+    too large: at most :data:`AUTO_PDHG_MAX_RECORDS` records.
     """
-    dense = AUTO_PDHG_NEIGHBOURS if time_limit_s >= AUTO_PDHG_MIN_BUDGET_S else AUTO_PDHG_DENSE_NEIGHBOURS
-    return "spanner" if neighbours >= dense and n_records <= AUTO_PDHG_MAX_RECORDS else "outputs"
+    return "spanner" if neighbours >= AUTO_PDHG_NEIGHBOURS and n_records <= AUTO_PDHG_MAX_RECORDS else "outputs"
 
 
 def _build_certified(
@@ -363,7 +358,7 @@ def _build_certified(
     cost = instance.prior[:, None] * instance.cost_m
     neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
     if start == "auto":
-        start = auto_start(neighbours, time_limit_s, instance.n_records)
+        start = auto_start(neighbours, instance.n_records)
     spanner = start == "spanner"
     outputs = instance.outputs
 
