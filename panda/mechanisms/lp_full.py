@@ -269,7 +269,7 @@ def build_lp(
         radius of it, solved by restarted PDHG (:mod:`panda.pdhg`) from the exponential mechanism,
         warm from round to round, violated rows added after every 4 s. Every PDHG dual point is a
         proven bound and every primal point is repaired exactly, so it certifies large dense
-        instances far sooner (Neubrandenburg K = 500 in 30 s: gap about 5 % against 39 %) but
+        instances far sooner (Neubrandenburg K = 500 in 30 s: gap 3-4 % against 39 %) but
         converges slowly at the end (K = 100: 28 s to 0.5 % against 7 s).
 
     Notes
