@@ -73,9 +73,22 @@ METHODS = ("simplex", "ipm", "pdhg")
 
 #: ``method="pdhg"``: a pair row is added when its left end exceeds the right end's allowance by
 #: more than this share (the PDHG point is approximate: smaller violations are its noise), and the
-#: default seconds of PDHG between two separations (measured, docs/benchmarks.md).
+#: default number of PDHG steps between two separations (measured, docs/benchmarks.md). Rounds end
+#: by steps, not seconds, so a run's rounds do not depend on the machine's speed of the moment.
 PDHG_SEPARATION_REL = 1e-2
-PDHG_ROUND_S = 4.0
+PDHG_ROUND_STEPS = 1024
+
+#: ``method="pdhg"``: between rounds, the certificate (best pair multipliers and an exact repair)
+#: gets at most this share of the time spent in rounds; the last round is always certified.
+CERTIFICATE_SHARE = 0.25
+
+#: ``method="pdhg"``: the bound of PDHG's dual point is computed at every this many of its checks
+#: (one check every 64 steps).
+_BOUND_EVERY_CHECKS = 8
+
+#: ``method="pdhg"``: a round adding fewer rows than this share of the LP's pair rows doubles the
+#: next rounds' steps, up to this many times ``round_steps``.
+_GROW_BELOW, _MAX_GROWTH = 0.05, 8
 
 #: A left-out pair row counts as violated when ``z[s, y] - a z[x, y]`` exceeds this (absolute).
 SEPARATION_TOL = 1e-9
@@ -440,20 +453,21 @@ def _pdhg_rounds(
     gap: float,
     deadline: float,
     batch: float,
-    round_s: float,
+    round_steps: int,
     start_matrix: np.ndarray | None,
     max_rounds: int,
 ) -> tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray] | None]:
     """Row generation on restarted PDHG (``solve_optimal(method="pdhg")``); updates ``best`` and ``rounds``.
 
-    Each round runs PDHG for ``round_s`` seconds on the current pair rows, warm-started from the
+    Each round runs ``round_steps`` PDHG steps on the current pair rows, warm-started from the
     last round (new rows' multipliers at 0). While it runs, the lower bound of every checked dual
     point is computed (:func:`dual_bound`: valid for any multipliers), and PDHG stops as soon as
-    the gap is met. After the round the primal point is repaired exactly (the upper bound, at most
-    half the time so far unless it is the last chance), and for every right entry the left end
-    violating its row by more than :data:`PDHG_SEPARATION_REL` (relative) is added, at most
-    ``batch * K * M`` rows ranked by violation; rows are never added twice. Without new rows the
-    next round continues on the same LP.
+    the gap is met. After the round it is certified (the best pair multipliers for its row-sum
+    multipliers, then an exact repair of its primal point) while that costs at most
+    :data:`CERTIFICATE_SHARE` of the rounds' time, and always when it is the last one before the
+    deadline. Then for every right entry the left end violating its row by more than
+    :data:`PDHG_SEPARATION_REL` (relative) is added, at most ``batch * K * M`` rows ranked by
+    violation; rows are never added twice. Without new rows the next round continues on the same LP.
 
     Returns the stop reason, the last rows ``(s, x, y, multipliers)`` and the point still to
     repair (``None`` if the last one was repaired).
@@ -474,7 +488,7 @@ def _pdhg_rounds(
     u0 = None if start is None else (cost * start).sum(axis=1)
     y0 = None if u0 is None else np.r_[u0, np.zeros(s_rows.size)]
     omega = None
-    work_s = repair_s = 0.0
+    work_s = cert_s = 0.0
     pending: tuple[np.ndarray, np.ndarray] | None = None
     # The bound of the mechanism without privacy (every row on its cheapest outputs, the rest at the
     # floor): u = the row minima, no pair multiplier. Never negative; PDHG's early points can be.
@@ -488,6 +502,8 @@ def _pdhg_rounds(
     # PDHG stops that much before the deadline, so the run ends near it (K = 500 at 1/km ended 7-8 s
     # late without this).
     tail = {"multipliers": 0.0, "repair": 0.0}
+    round_time = 0.0  # PDHG seconds of the last round (the next one takes about as long)
+    steps = round_steps
     for _ in range(max_rounds):
         remaining = deadline - time.perf_counter() - sum(tail.values())
         if remaining <= 0 and rounds:  # the first round always runs (>= 64 steps): a matrix to return
@@ -498,12 +514,19 @@ def _pdhg_rounds(
         a = sp.vstack([sums, -_pair_matrix(s_rows, x_rows, y_rows, coef, m, n_cols, output_major=True)]).tocsr()
         b = np.r_[np.ones(k), np.zeros(s_rows.size)]
 
-        def on_check(x: np.ndarray, y: np.ndarray, rows: tuple = (s_rows, x_rows, y_rows, coef)) -> bool:
+        def bound(x: np.ndarray, y: np.ndarray, rows: tuple = (s_rows, x_rows, y_rows, coef)) -> bool:
+            """Keep the bound of the dual point ``y``; True once the gap is met."""
             lb, lb0 = dual_bound(cost, y[:k], y[k:], *rows, eta=eta)
             if lb > best["lb"]:
                 best.update(lb=lb, u=y[:k].copy())
             best["lb0"] = max(best["lb0"], lb0)
             return bool(np.isfinite(best["ub"]) and best["ub"] - best["lb"] <= gap * best["ub"])
+
+        checks = iter(range(1 << 62))
+
+        def on_check(x: np.ndarray, y: np.ndarray, checks: Any = checks, bound: Callable = bound) -> bool:
+            """Every :data:`_BOUND_EVERY_CHECKS` th check (by steps, not seconds: reproducible)."""
+            return next(checks) % _BOUND_EVERY_CHECKS == _BOUND_EVERY_CHECKS - 1 and bound(x, y)
 
         run = pdhg(
             cost_om,
@@ -512,14 +535,17 @@ def _pdhg_rounds(
             k,
             np.full(n_cols, eta),
             np.ones(n_cols),
-            time_limit_s=min(round_s, max(remaining, 0.0)),
+            time_limit_s=max(remaining, 0.0),
+            max_iterations=steps,
             x0=x0,
             y0=y0,
             omega=omega,
             on_check=on_check,
+            check_every_s=0.0,
             dtype=np.float32,  # the bound is evaluated in float64 (valid for any multipliers)
         )
-        on_check(run.x, run.y)
+        bound(run.x, run.y)
+        round_time = run.time_s
         x0, omega = run.x, run.omega
         solved_rows = (s_rows, x_rows, y_rows, np.clip(run.y[k:], 0.0, None))
         z, u = run.x.reshape(m, k).T, run.y[:k]
@@ -527,30 +553,38 @@ def _pdhg_rounds(
         entry["solve_s"] = run.time_s
         rounds.append(entry)
         work_s += time.perf_counter() - tr
-        last_chance = deadline - time.perf_counter() - sum(tail.values()) < round_s
-        if not run.stopped_by_callback:
-            # The best pair multipliers for PDHG's row-sum multipliers (one small LP per output): a
-            # far stronger bound while PDHG's own pair multipliers lag (dashboard instance, 20 s:
-            # 2/km gap 9.8 % against 34 %; 5/km 19.6 % against 31 %). About 0.7 s a round at K = 500.
-            tm = time.perf_counter()
-            lam_u = best_pair_multipliers(cost, run.y[:k], s_rows, x_rows, y_rows, coef, eta=eta)
-            on_check(run.x, np.r_[run.y[:k], lam_u])
-            tail["multipliers"] = time.perf_counter() - tm
-        pending = (z, u)
-        if repair_s <= 0.5 * work_s or last_chance or run.stopped_by_callback:
+        last_chance = deadline - time.perf_counter() - sum(tail.values()) < round_time
+        # The certificate of a round (the best pair multipliers for PDHG's row-sum multipliers, then an
+        # exact repair) serves only the final answer and an early stop, so between rounds it gets at
+        # most CERTIFICATE_SHARE of the time; it always runs before the deadline.
+        if last_chance or run.stopped_by_callback or cert_s <= CERTIFICATE_SHARE * work_s:
+            tc = time.perf_counter()
+            if not run.stopped_by_callback:
+                # One small LP per output: a far stronger bound than PDHG's own pair multipliers,
+                # which lag its row-sum multipliers (docs/benchmarks.md, fourth pass).
+                lam_u = best_pair_multipliers(cost, run.y[:k], s_rows, x_rows, y_rows, coef, eta=eta)
+                bound(run.x, np.r_[run.y[:k], lam_u])
+                tail["multipliers"] = time.perf_counter() - tc
             tp = time.perf_counter()
             certify(z, u)
-            pending = None
             tail["repair"] = time.perf_counter() - tp
-            repair_s += tail["repair"]
+            cert_s += time.perf_counter() - tc
+            pending = None
+        else:
+            pending = (z, u)
         current_gap = (best["ub"] - best["lb"]) / best["ub"]
-        entry.update(lower=best["lb"], upper=best["ub"], gap=current_gap)
+        entry.update(lower=best["lb"], upper=best["ub"], gap=current_gap, certified=pending is None)
         if current_gap <= gap:
             reason = "gap reached"
+            break
+        if last_chance and deadline - time.perf_counter() <= 0:
+            reason = "time limit"
             break
         cap = max(1, int(batch * k * m))
         ns, nx, ny, new_keys = _new_rows(np.maximum(z, eta), a_full, keys, cap, min_score=PDHG_SEPARATION_REL)
         entry["rows_added"] = int(ns.size)
+        if ns.size < _GROW_BELOW * s_rows.size:  # few new rows: the LP settles, let PDHG run longer
+            steps = min(2 * steps, _MAX_GROWTH * round_steps)
         keys = np.union1d(keys, new_keys)
         s_rows, x_rows, y_rows = np.r_[s_rows, ns], np.r_[x_rows, nx], np.r_[y_rows, ny]
         order = np.lexsort((x_rows, s_rows, y_rows))
@@ -574,7 +608,7 @@ def solve_optimal(
     max_rounds: int = 10_000,
     drop_share: float = 0.0,
     start_matrix: np.ndarray | None = None,
-    round_s: float = PDHG_ROUND_S,
+    round_steps: int = PDHG_ROUND_STEPS,
 ) -> OptimalResult:
     """Solve the optimal eps-mDP LP to a certified gap (see the module docstring).
 
@@ -615,8 +649,8 @@ def solve_optimal(
     start_matrix
         ``"pdhg"`` only: a ``(K, M)`` row-stochastic matrix to start from (e.g. the exponential
         mechanism); the row-sum multipliers start at its rows' costs. ``None``: zeros.
-    round_s
-        ``"pdhg"`` only: seconds of PDHG between two separations.
+    round_steps
+        ``"pdhg"`` only: PDHG steps between two separations.
     """
     t0 = time.perf_counter()
     cost = np.asarray(cost, dtype=float)
@@ -640,8 +674,8 @@ def solve_optimal(
     if not (0.0 <= drop_share < 1.0):
         msg = f"The 'drop_share' parameter of solve_optimal must be a float in [0, 1). Got {drop_share!r} instead."
         raise ValueError(msg)
-    if not (round_s > 0.0):
-        msg = f"The 'round_s' parameter of solve_optimal must be a positive float. Got {round_s!r} instead."
+    if isinstance(round_steps, bool) or not isinstance(round_steps, int | np.integer) or round_steps < 1:
+        msg = f"The 'round_steps' parameter of solve_optimal must be a positive integer. Got {round_steps!r} instead."
         raise ValueError(msg)
     if start_matrix is not None and np.shape(start_matrix) != (k, m):
         shape = np.shape(start_matrix)
@@ -731,7 +765,7 @@ def solve_optimal(
             gap=gap,
             deadline=t0 + time_limit_s,
             batch=batch,
-            round_s=round_s,
+            round_steps=int(round_steps),
             start_matrix=start_matrix,
             max_rounds=max_rounds,
         )

@@ -84,6 +84,7 @@ def pdhg(
     upper: np.ndarray,
     *,
     time_limit_s: float,
+    max_iterations: int | None = None,
     x0: np.ndarray | None = None,
     y0: np.ndarray | None = None,
     omega: float | None = None,
@@ -92,7 +93,7 @@ def pdhg(
     check_every_steps: int = 64,
     dtype: type = np.float64,
 ) -> PdhgResult:
-    """Run restarted PDHG until ``time_limit_s`` or until ``on_check`` returns True.
+    """Run restarted PDHG until ``time_limit_s``, ``max_iterations`` or until ``on_check`` returns True.
 
     Parameters
     ----------
@@ -100,6 +101,9 @@ def pdhg(
         The LP (see the module docstring); ``a`` sparse ``(rows, cols)``, bounds finite.
     time_limit_s
         Wall time for this call, seconds (checked every ``check_every_steps`` steps).
+    max_iterations
+        Stop after this many steps (rounded up to a multiple of ``check_every_steps``); ``None``: no
+        cap. Iterates do not depend on the clock, so a run stopped by this cap is reproducible.
     x0, y0
         Warm start (primal, dual); zeros by default. ``y0`` is clipped to ``>= 0`` on inequalities.
     omega
@@ -195,7 +199,7 @@ def pdhg(
             if on_check(cand[0] * dc, cand[1] * dr):
                 stopped = True
                 break
-        if elapsed >= time_limit_s:
+        if elapsed >= time_limit_s or (max_iterations is not None and it >= max_iterations):
             break
         restart = (
             k_cand <= _SUFFICIENT * k_restart

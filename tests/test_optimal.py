@@ -172,7 +172,7 @@ def test_pdhg_rounds_bound_the_exact_optimum_every_round(inst, exact_optimum):
 
     cost = inst.prior[:, None] * inst.cost_m
     res = solve_optimal(
-        cost, inst.d_km, EPS, method="pdhg", gap=0.0, time_limit_s=6.0, round_s=1.0, batch=1.0,
+        cost, inst.d_km, EPS, method="pdhg", gap=0.0, time_limit_s=6.0, round_steps=1024, batch=1.0,
         seed_rows=spanner_seed_rows(inst, EPS, 1e-6), start_matrix=em_matrix(output_distances_km(inst), EPS),
     )  # fmt: skip
     assert res.reason == "time limit" and len(res.rounds) >= 3
@@ -182,10 +182,25 @@ def test_pdhg_rounds_bound_the_exact_optimum_every_round(inst, exact_optimum):
     assert res.rounds[-1]["rows"] > res.rounds[0]["rows"]  # violated rows were added
     assert res.gap < 0.03 and res.gap < res.rounds[0]["gap"]  # 0.2 % here after 6 s (13 % after 1 s)
     assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
-    with pytest.raises(ValueError, match="'round_s' parameter of solve_optimal"):
-        solve_optimal(cost, inst.d_km, EPS, method="pdhg", round_s=0.0)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="'round_steps' parameter of solve_optimal"):
+            solve_optimal(cost, inst.d_km, EPS, method="pdhg", round_steps=bad)
     with pytest.raises(ValueError, match="'start_matrix' parameter of solve_optimal"):
         solve_optimal(cost, inst.d_km, EPS, method="pdhg", start_matrix=np.ones((2, 2)))
+
+
+def test_pdhg_rounds_do_not_depend_on_the_clock(inst):
+    """Rounds end by steps: two runs stopped by max_rounds take the same steps, rows and bounds."""
+    cost = inst.prior[:, None] * inst.cost_m
+    runs = [
+        solve_optimal(cost, inst.d_km, EPS, method="pdhg", gap=0.0, time_limit_s=120, round_steps=256, max_rounds=4)
+        for _ in range(2)
+    ]
+    assert all(r.reason == "max rounds" and len(r.rounds) == 4 for r in runs)
+    first, second = ([(e["iterations"], e["rows"], e.get("rows_added")) for e in r.rounds] for r in runs)
+    assert first == second and all(it == 256 for it, _, _ in first)
+    assert runs[0].lower_bound == runs[1].lower_bound and runs[0].upper_bound == runs[1].upper_bound
+    assert np.array_equal(runs[0].matrix, runs[1].matrix)
 
 
 def test_dual_bound_is_weak_duality(inst, exact_optimum):
