@@ -138,22 +138,91 @@ class OptimalResult:
     info: dict = field(default_factory=dict)
 
 
-def _closure(z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False) -> np.ndarray:
-    """``min_j exp(exponent[i, j]) z[j, y]`` (the largest matrix below ``z`` meeting every pair row)."""
+@dataclass(frozen=True)
+class _Near:
+    """Every record's *near* records, ``exponent[i, j] < threshold`` (``j != i``), for min-plus over them only.
+
+    Rows are sorted by their number of near records and cut into chunks; each chunk pads its lists to
+    its own longest one (index 0 with exponent ``inf``), so the work is about the number of near pairs
+    rather than ``K^2`` (Rome K = 2000 at 5/km: 71 near records of 2,000 on average).
+    """
+
+    threshold: float
+    chunks: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]  # rows (b,), index (b, D), exponent (b, D)
+
+    @classmethod
+    def build(cls, exponent: np.ndarray, threshold: float, m: int, *, budget: int = 4_000_000) -> _Near:
+        """Near lists of ``exponent`` (rows: the record whose entry is computed) for ``m`` outputs."""
+        k = exponent.shape[0]
+        mask = exponent < threshold
+        np.fill_diagonal(mask, False)
+        degree = mask.sum(axis=1)
+        order = np.argsort(degree, kind="stable")
+        chunks = []
+        start = 0
+        while start < k:
+            end = start + 1
+            while end < k and (end + 1 - start) * max(int(degree[order[end]]), 1) * m <= budget:
+                end += 1
+            rows = order[start:end]
+            width = max(int(degree[rows].max()), 1)
+            index = np.argsort(~mask[rows], axis=1, kind="stable")[:, :width]
+            near = np.take_along_axis(mask[rows], index, axis=1)
+            e = np.where(near, np.take_along_axis(exponent[rows], index, axis=1), np.inf)
+            chunks.append((rows, np.where(near, index, 0), e))
+            start = end
+        return cls(float(threshold), tuple(chunks))
+
+    def min_plus(self, w: np.ndarray) -> np.ndarray:
+        """``min over near j of (exponent[i, j] + w[j, y])`` for every ``(i, y)`` (``inf`` without any)."""
+        out = np.empty_like(w)
+        with np.errstate(invalid="ignore"):
+            for rows, index, e in self.chunks:
+                out[rows] = np.fmin.reduce(e[:, :, None] + w[index], axis=1)
+        return np.where(np.isnan(out), np.inf, out)
+
+    def covers(self, ratio: float) -> bool:
+        """Tell whether every pair beyond the threshold has ``exp(exponent) >= ratio``."""
+        return bool(ratio > 0 and np.isfinite(ratio) and np.log(ratio) <= self.threshold)
+
+
+def _closure(
+    z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False, near: _Near | None = None
+) -> np.ndarray:
+    """``min_j exp(exponent[i, j]) z[j, y]`` (the largest matrix below ``z`` meeting every pair row).
+
+    ``near`` (lists of ``exponent``) is used when it gives the same result: with the self term and
+    ``exp(exponent) >= max z / min z`` beyond its threshold, no far term can be below ``z[i, y]``.
+    """
     with np.errstate(divide="ignore"):
         log_z = np.log(z)
+    low = float(z.min())
+    if near is not None and not exclude_self and low > 0 and near.covers(float(z.max()) / low):
+        return np.exp(np.fmin(near.min_plus(log_z), log_z))
     return np.exp(_min_plus(log_z, exponent, exclude_self=exclude_self))
 
 
-def _envelope(z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False) -> np.ndarray:
-    """``max_j exp(-exponent[j, i]) z[j, y]`` (the smallest matrix above ``z`` meeting every pair row)."""
+def _envelope(
+    z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = False, floor: float = 0.0, near: _Near | None = None
+) -> np.ndarray:
+    """``max(floor, max_j exp(-exponent[j, i]) z[j, y])``: the least matrix above ``z``, ``floor`` and every pair row.
+
+    ``near`` (lists of ``exponent.T``) is used when it gives the same result: with ``floor > 0`` and
+    ``exp(exponent) >= max z / floor`` beyond its threshold, every far term is at most the floor.
+    """
     with np.errstate(divide="ignore"):
         neg_log = -np.log(z)
-    return np.exp(-_min_plus(neg_log, exponent.T, exclude_self=exclude_self))
+    if near is not None and floor > 0 and near.covers(float(z.max()) / floor):
+        out = near.min_plus(neg_log)
+        if not exclude_self:
+            out = np.fmin(out, neg_log)
+    else:
+        out = _min_plus(neg_log, exponent.T, exclude_self=exclude_self)
+    return np.maximum(np.exp(-out), floor)
 
 
 def _balance(
-    z: np.ndarray, exponent: np.ndarray, *, up: bool, max_passes: int, floor: float = 0.0
+    z: np.ndarray, exponent: np.ndarray, *, up: bool, max_passes: int, floor: float = 0.0, near: _Near | None = None
 ) -> tuple[np.ndarray, int]:
     """Move each row's sum to 1 through entries that can move alone without breaking a pair row.
 
@@ -172,7 +241,7 @@ def _balance(
         if up:
             room = np.clip(_closure(z, exponent, exclude_self=True) - z, 0.0, None)
         else:
-            room = np.clip(z - np.maximum(_envelope(z, exponent, exclude_self=True), floor), 0.0, None)
+            room = np.clip(z - _envelope(z, exponent, exclude_self=True, floor=floor, near=near), 0.0, None)
         total = room.sum(axis=1)
         take = np.minimum(np.clip(off, 0.0, None), total)
         if take.max() <= _SUM_TOL:
@@ -184,7 +253,7 @@ def _balance(
 
 
 def _source_envelope(
-    z: np.ndarray, exponent: np.ndarray, sources: np.ndarray, eta: float, *, settle: int = 10
+    z: np.ndarray, exponent: np.ndarray, sources: np.ndarray, eta: float, *, settle: int = 10, near: _Near | None = None
 ) -> np.ndarray:
     """``max(eta, max_s exp(-exponent[s, i]) z[s, y])`` over the sources ``s`` of each output ``y`` only.
 
@@ -193,11 +262,11 @@ def _source_envelope(
     row sums and enveloped again, up to ``settle`` times, until no row sum exceeds 1.01. Every pass
     is exactly feasible; the row sums fall towards 1 (1.04 after 3 passes, 1.005 after 10).
     """
-    out = np.maximum(_envelope(np.where(sources, z, 0.0), exponent), eta)
+    out = _envelope(np.where(sources, z, 0.0), exponent, floor=eta, near=near)
     for _ in range(settle):
         if out.sum(axis=1).max() <= 1.01:
             break
-        out = np.maximum(_envelope(out / out.sum(axis=1, keepdims=True), exponent), eta)
+        out = _envelope(out / out.sum(axis=1, keepdims=True), exponent, floor=eta, near=near)
     return out
 
 
@@ -209,6 +278,7 @@ def exact_repair(
     cost: np.ndarray | None = None,
     max_passes: int = 10,
     sources: np.ndarray | None = None,
+    near: _Near | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Turn any nonnegative matrix into an exactly feasible, row-stochastic one near it.
 
@@ -248,28 +318,29 @@ def exact_repair(
     z = np.maximum(np.asarray(z, dtype=float), eta if eta > 0 else 0.0)
     z = z / z.sum(axis=1, keepdims=True)
     e = np.asarray(exponent, dtype=float)
-    down = _closure(z, e)
+    down = _closure(z, e, near=near)
     with np.errstate(divide="ignore", invalid="ignore"):
         excess = float(np.nan_to_num(np.log(z) - np.log(down), nan=0.0, posinf=np.inf).max())
     info: dict = {"max_log_excess_before": excess}
     if excess <= 0.0:
         return z, info | {"kind": "none"}
     if sources is None:
-        starts = [("down", down), ("up", _envelope(z, e))]
+        starts = [("down", down), ("up", _envelope(z, e, floor=eta, near=near))]
     else:
         mask = np.asarray(sources, dtype=bool)
         if mask.shape != z.shape:
             msg = f"The 'sources' parameter of exact_repair must be a {z.shape} mask. Got shape {mask.shape} instead."
             raise ValueError(msg)
-        starts = [("up", _envelope(z, e)), ("sources", _source_envelope(z, e, mask, eta))]
+        up = _envelope(z, e, floor=eta, near=near)
+        starts = [("up", up), ("sources", _source_envelope(z, e, mask, eta, near=near))]
     out = {}
     for kind, start in starts:
-        bal, passes = _balance(start, e, up=kind == "down", max_passes=max_passes, floor=eta)
+        bal, passes = _balance(start, e, up=kind == "down", max_passes=max_passes, floor=eta, near=near)
         off = float(np.abs(bal.sum(axis=1) - 1.0).max())
         theta = 0.0
         if off > _SUM_TOL:
             bal = bal / bal.sum(axis=1, keepdims=True)
-            theta = _uniform_mix_weight(bal, e)
+            theta = _uniform_mix_weight(bal, e, near=near)
             low = float(bal.min())
             if eta > low:  # more uniform weight also lifts every entry back to the floor
                 theta = max(theta, min(1.0, (eta - low) / (1.0 / bal.shape[1] - low) * (1 + 1e-9)))
@@ -283,14 +354,23 @@ def exact_repair(
     return out[kind], info
 
 
-def _uniform_mix_weight(z: np.ndarray, exponent: np.ndarray) -> float:
-    """Smallest ``theta`` with ``(1 - theta) z + theta / M`` meeting every pair row (1 if none smaller)."""
+def _uniform_mix_weight(z: np.ndarray, exponent: np.ndarray, *, near: _Near | None = None) -> float:
+    """Smallest ``theta`` with ``(1 - theta) z + theta / M`` meeting every pair row (1 if none smaller).
+
+    ``near`` (lists of ``exponent``) is used when no far pair can be violated (``exp(exponent) >=
+    max z / min z`` beyond its threshold).
+    """
     k, m = z.shape
+    low = float(z.min())
+    if near is not None and low > 0 and near.covers(float(z.max()) / low):
+        blocks = ((z[rows, None, :], np.exp(e), z[index]) for rows, index, e in near.chunks)
+    else:
+        step = max(1, 4_000_000 // max(k * m, 1))
+        blocks = ((z[s : s + step, None, :], np.exp(exponent[s : s + step]), z[None, :, :]) for s in range(0, k, step))
     ratio = 0.0
-    step = max(1, 4_000_000 // max(k * m, 1))
-    for s in range(0, k, step):
-        a = np.exp(exponent[s : s + step])  # (b, K): row s' against every j
-        viol = np.clip(z[s : s + step, None, :] - a[:, :, None] * z[None, :, :], 0.0, None)  # (b, K, M)
+    for left, a, right in blocks:  # a: (b, D), left (b, 1, M) against right (b or 1, D, M)
+        with np.errstate(invalid="ignore"):
+            viol = np.clip(left - a[:, :, None] * right, 0.0, None)
         slack = (a - 1.0) / m  # uniform: a / M - 1 / M
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(viol > 0, viol / slack[:, :, None], 0.0)
@@ -375,26 +455,39 @@ def best_pair_multipliers(
 
 
 def separate_right(
-    z: np.ndarray, a_full: np.ndarray, *, tol: float = SEPARATION_TOL
+    z: np.ndarray, a_full: np.ndarray, *, tol: float = SEPARATION_TOL, near: _Near | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For every right entry ``(x, y)`` the left end ``s`` violating ``z[s, y] <= a[s, x] z[x, y]`` most.
 
     ``a_full`` is ``(K, K)``: ``exp(eps d)`` on the pairs to check, ``inf`` elsewhere (diagonal,
     pairs implied by the floor). Returns ``s, x, y`` of the violated rows (beyond ``tol``) and
-    their relative violations ``z[s, y] / (a z[x, y]) - 1``.
+    their relative violations ``z[s, y] / (a z[x, y]) - 1``. ``near``: lists that hold every pair
+    with a finite ``a[s, x]`` (row ``x``, near records ``s``); only those are looked at.
     """
     k, m = z.shape
     parts = []
-    step = max(1, 4_000_000 // max(k * m, 1))
-    for x0 in range(0, k, step):
-        x1 = min(k, x0 + step)
-        v = z[:, None, :] - a_full[:, x0:x1, None] * z[None, x0:x1, :]  # (s, x, y)
-        best = np.argmax(v, axis=0)  # (x, y)
-        val = np.take_along_axis(v, best[None], axis=0)[0]
+    if near is not None:
+        blocks = []
+        for rows, index, e in near.chunks:
+            a = np.where(np.isfinite(e), a_full[index, rows[:, None]], np.inf)  # (b, D): a[s, x]
+            blocks.append((rows, index, a))
+    else:
+        step = max(1, 4_000_000 // max(k * m, 1))
+        blocks = [(np.arange(x0, min(k, x0 + step)), None, None) for x0 in range(0, k, step)]
+    for rows, index, a in blocks:
+        if index is None:
+            # Dense: every s against this block of right entries, as (x, s, y).
+            left, a = z[None, :, :], a_full[:, rows].T
+            index = np.broadcast_to(np.arange(k), a.shape)
+        else:
+            left = z[index]
+        with np.errstate(invalid="ignore"):
+            v = left - a[:, :, None] * z[rows, None, :]  # (x, s, y)
+        best = np.argmax(v, axis=1)  # (x, y)
+        val = np.take_along_axis(v, best[:, None, :], axis=1)[:, 0]
         xx, yy = np.nonzero(val > tol)
-        ss = best[xx, yy]
-        xx = xx + x0
-        parts.append((ss, xx, yy, val[xx - x0, yy] / (a_full[ss, xx] * z[xx, yy])))
+        ss = index[xx, best[xx, yy]]
+        parts.append((ss, rows[xx], yy, val[xx, yy] / (a_full[ss, rows[xx]] * z[rows[xx], yy])))
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, np.zeros(0)
@@ -403,7 +496,7 @@ def separate_right(
 
 
 def _new_rows(
-    z: np.ndarray, a_full: np.ndarray, keys: np.ndarray, cap: int, *, min_score: float = 0.0
+    z: np.ndarray, a_full: np.ndarray, keys: np.ndarray, cap: int, *, min_score: float = 0.0, near: _Near | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Violated pair rows not yet in the LP: ``s, x, y`` and their keys, at most ``cap``, most violated first.
 
@@ -411,7 +504,7 @@ def _new_rows(
     rows whose key ``(s K + x) M + y`` is in ``keys`` are left out.
     """
     k, m = z.shape
-    ns, nx, ny, score = separate_right(z, a_full)
+    ns, nx, ny, score = separate_right(z, a_full, near=near)
     new_keys = (ns * k + nx) * m + ny
     keep = (score > min_score) & ~np.isin(new_keys, keys)
     ns, nx, ny, score, new_keys = (arr[keep] for arr in (ns, nx, ny, score, new_keys))
@@ -456,6 +549,7 @@ def _pdhg_rounds(
     round_steps: int,
     start_matrix: np.ndarray | None,
     max_rounds: int,
+    near: _Near | None,
 ) -> tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray] | None]:
     """Row generation on restarted PDHG (``solve_optimal(method="pdhg")``); updates ``best`` and ``rounds``.
 
@@ -581,7 +675,9 @@ def _pdhg_rounds(
             reason = "time limit"
             break
         cap = max(1, int(batch * k * m))
-        ns, nx, ny, new_keys = _new_rows(np.maximum(z, eta), a_full, keys, cap, min_score=PDHG_SEPARATION_REL)
+        ns, nx, ny, new_keys = _new_rows(
+            np.maximum(z, eta), a_full, keys, cap, min_score=PDHG_SEPARATION_REL, near=near
+        )
         entry["rows_added"] = int(ns.size)
         if ns.size < _GROW_BELOW * s_rows.size:  # few new rows: the LP settles, let PDHG run longer
             steps = min(2 * steps, _MAX_GROWTH * round_steps)
@@ -688,6 +784,9 @@ def solve_optimal(
     a_full = np.where(exponent < -np.log(eta), np.exp(np.minimum(exponent, 700.0)), np.inf)
     np.fill_diagonal(a_full, np.inf)
     n_cols = k * m
+    # Each record's records within the floor radius (and a little more): the repair and the separation
+    # look at those pairs only, with the same results (a far pair cannot bind; see _Near's users).
+    near = _Near.build(exponent, np.log(2.0 / eta), m) if np.array_equal(exponent, exponent.T) else None
 
     if seed_sources is not None:
         src = np.asarray(seed_sources, dtype=np.int64)
@@ -747,7 +846,8 @@ def solve_optimal(
 
     def certify(z: np.ndarray, u: np.ndarray) -> None:
         """Repair ``z`` exactly (sources: its entries with negative ``cost - u``); keep the best so far."""
-        matrix, repair = exact_repair(z, exponent, eta=eta, cost=cost, sources=cost - u[:, None] < source_tol)
+        sources = cost - u[:, None] < source_tol
+        matrix, repair = exact_repair(z, exponent, eta=eta, cost=cost, sources=sources, near=near)
         ub = float((cost * matrix).sum())
         if ub < best["ub"]:
             best.update(ub=ub, matrix=matrix, repair=repair)
@@ -767,6 +867,7 @@ def solve_optimal(
             batch=batch,
             round_steps=int(round_steps),
             start_matrix=start_matrix,
+            near=near,
             max_rounds=max_rounds,
         )
         s_rows = last_rows[0]
@@ -812,7 +913,7 @@ def solve_optimal(
         best.update(lb=max(best["lb"], lb), lb0=max(best["lb0"], lb0), u=duals[:k])
         last_rows = (s_rows, x_rows, y_rows, np.clip(-duals[k:], 0.0, None))
         entry.update(objective=float(h.getInfo().objective_function_value), lower=lb)
-        ns, nx, ny, new_keys = _new_rows(z, a_full, keys, max(1, int(batch * k * m)))
+        ns, nx, ny, new_keys = _new_rows(z, a_full, keys, max(1, int(batch * k * m)), near=near)
         work_s += time.perf_counter() - tr
         # The upper bound (an exact repair, a few K x K x M passes) is computed while it costs at
         # most half the solving time so far, and always when the relaxation is feasible.

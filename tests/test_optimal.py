@@ -119,6 +119,47 @@ def test_exact_repair_from_sources_is_feasible(inst):
         exact_repair(z, exponent, eta=1e-6, sources=mask[:, :-1])
 
 
+@pytest.mark.parametrize("eps", [EPS, 40.0])
+def test_near_pairs_give_the_same_repair_and_separation(kotka, eps, monkeypatch):
+    """Restricting the repair and the separation to pairs within the floor radius changes nothing.
+
+    At 40/km many Kotka pairs lie beyond the floor radius (the case the restriction is for); at
+    5/km none does. Compared against the dense computation on random and floor-heavy matrices.
+    """
+    from panda.optimal import _Near, _uniform_mix_weight, separate_right
+
+    inst = make_instance(kotka, n_records=60, n_outputs=25, n_users=10, seed=3)
+    eta = 1e-6
+    exponent = eps * inst.d_km
+    near = _Near.build(exponent, np.log(2.0 / eta), inst.n_outputs, budget=2_000)  # several chunks
+    assert len(near.chunks) > 1
+    far = exponent >= np.log(1 / eta)
+    assert far.any() == (eps > EPS)
+    a_full = np.where(far, np.inf, np.exp(exponent))
+    np.fill_diagonal(a_full, np.inf)
+    rng = np.random.default_rng(4)
+    for power in (4, 40):  # power 40: most entries near the floor
+        z = np.maximum(rng.random((inst.n_records, inst.n_outputs)) ** power, eta)
+        z /= z.sum(axis=1, keepdims=True)
+        mask = rng.random(z.shape) < 0.1
+        dense, dense_info = exact_repair(z, exponent, eta=eta, cost=inst.cost_m, sources=mask)
+        with monkeypatch.context() as patch:  # the near lists serve every step: no dense min-plus
+            patch.setattr("panda.optimal._min_plus", lambda *a, **k: pytest.fail("dense min-plus"))
+            fast, fast_info = exact_repair(z, exponent, eta=eta, cost=inst.cost_m, sources=mask, near=near)
+        np.testing.assert_allclose(fast, dense, rtol=1e-12, atol=0)
+        assert fast_info["kind"] == dense_info["kind"]
+        assert audit_mechanism(fast, inst.d_km, eps).passed
+        zf = np.maximum(z, eta)
+        theta = _uniform_mix_weight(zf, exponent)
+        assert _uniform_mix_weight(zf, exponent, near=near) == pytest.approx(theta, rel=1e-12)
+        got = separate_right(zf, a_full, near=near)
+        want = separate_right(zf, a_full)
+        assert got[0].size > 0
+        key = lambda r: np.lexsort((r[2], r[1]))  # noqa: E731 (by right entry)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g[key(got)], w[key(want)], rtol=1e-12)
+
+
 def test_first_round_upper_bound_comes_from_the_sources(inst):
     """After one loose relaxation the sources' envelope is far cheaper than repairing every entry.
 
