@@ -492,6 +492,9 @@ def separate_right(
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, np.zeros(0)
     s, x, y, score = (np.concatenate(p) for p in zip(*parts, strict=True))
+    if near is not None:  # the dense order (by right entry): callers that rank by score break ties alike
+        order = np.argsort(x * m + y, kind="stable")
+        s, x, y, score = s[order], x[order], y[order], score[order]
     return s, x, y, score
 
 
