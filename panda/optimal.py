@@ -84,9 +84,8 @@ PDHG_ROUND_STEPS = 2048
 #: gets at most this share of the time spent in rounds; the last round is always certified.
 CERTIFICATE_SHARE = 0.25
 
-#: ``method="pdhg"``: the bound of PDHG's dual point is computed at every this many of its checks
-#: (one check every 64 steps).
-_BOUND_EVERY_CHECKS = 8
+#: ``method="pdhg"``: the bound of PDHG's dual point is computed every this many steps.
+_BOUND_EVERY_STEPS = 512
 
 #: ``method="pdhg"``: a round adding fewer rows than this share of the LP's pair rows doubles the
 #: next rounds' steps, up to this many times ``round_steps``.
@@ -639,12 +638,6 @@ def _pdhg_rounds(
             best["lb0"] = max(best["lb0"], lb0)
             return bool(np.isfinite(best["ub"]) and best["ub"] - best["lb"] <= gap * best["ub"])
 
-        checks = iter(range(1 << 62))
-
-        def on_check(x: np.ndarray, y: np.ndarray, checks: Any = checks, bound: Callable = bound) -> bool:
-            """Every :data:`_BOUND_EVERY_CHECKS` th check (by steps, not seconds: reproducible)."""
-            return next(checks) % _BOUND_EVERY_CHECKS == _BOUND_EVERY_CHECKS - 1 and bound(x, y)
-
         run = pdhg(
             cost_om,
             a,
@@ -657,8 +650,8 @@ def _pdhg_rounds(
             x0=x0,
             y0=y0,
             omega=omega,
-            on_check=on_check,
-            check_every_s=0.0,
+            on_check=bound,
+            callback_every_steps=_BOUND_EVERY_STEPS,  # by steps, not seconds: reproducible
             dtype=np.float32,  # the bound is evaluated in float64 (valid for any multipliers)
         )
         bound(run.x, run.y)

@@ -91,6 +91,7 @@ def pdhg(
     on_check: Callable[[np.ndarray, np.ndarray], bool] | None = None,
     check_every_s: float = 0.5,
     check_every_steps: int = 64,
+    callback_every_steps: int | None = None,
     dtype: type = np.float64,
 ) -> PdhgResult:
     """Run restarted PDHG until ``time_limit_s``, ``max_iterations`` or until ``on_check`` returns True.
@@ -111,7 +112,8 @@ def pdhg(
         ``||c|| / ||b||`` of the scaled problem by default.
     on_check
         Called with the current candidate ``(x, y)`` (unscaled) at most every ``check_every_s``
-        seconds; return True to stop.
+        seconds, or every ``callback_every_steps`` steps when that is given (a multiple of
+        ``check_every_steps``; the calls then do not depend on the clock); return True to stop.
     dtype
         Precision of the iterations (``np.float32`` halves the memory traffic of a step, which is
         what bounds its time; the running averages and the returned point stay float64). A dual
@@ -194,7 +196,8 @@ def pdhg(
         cand, k_cand = (avg, k_avg) if k_avg < k_cur else ((x.copy(), y.copy(), ax, aty), k_cur)
         best = (cand[0], cand[1])
         elapsed = time.perf_counter() - t0
-        if on_check is not None and elapsed - last_check >= check_every_s:
+        due = elapsed - last_check >= check_every_s if callback_every_steps is None else it % callback_every_steps == 0
+        if on_check is not None and due:
             last_check = elapsed
             if on_check(cand[0] * dc, cand[1] * dr):
                 stopped = True
