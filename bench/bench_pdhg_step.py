@@ -12,7 +12,6 @@ uses), each in float64 and float32. Prints steps, milliseconds a step and the pr
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -21,24 +20,19 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import panda  # noqa: E402
+from _instance import instance_of, instance_parser  # noqa: E402
+
 from panda.mechanisms.lp_full import spanner_seed_rows  # noqa: E402
 from panda.optimal import _pair_matrix, dual_bound  # noqa: E402
 from panda.pdhg import pdhg  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--city", default="neubrandenburg")
-    ap.add_argument("--records", type=int, default=500)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--epsilon", type=float, default=5.0)
+    ap = instance_parser(__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
     eta = 1e-6
-    inst = panda.make_instance(
-        panda.load_city(args.city), n_records=args.records, n_outputs=100, n_users=50, seed=args.seed
-    )
+    inst = instance_of(args)
     cost = inst.prior[:, None] * inst.cost_m
     k, m = cost.shape
     n = k * m

@@ -14,7 +14,6 @@ its rows' costs, as ``solve_optimal`` passes them.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -24,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import panda  # noqa: E402
+from _instance import instance_of, instance_parser  # noqa: E402
+
 from panda.mechanisms._common import output_distances_km  # noqa: E402
 from panda.mechanisms.em import em_matrix  # noqa: E402
 from panda.optimal import _Near, exact_repair, separate_right  # noqa: E402
@@ -40,17 +40,11 @@ def _median_time(fn, repeats: int) -> tuple[float, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--city", default="neubrandenburg")
-    ap.add_argument("--records", type=int, default=500)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--epsilon", type=float, default=5.0)
+    ap = instance_parser(__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     eta = 1e-6
-    inst = panda.make_instance(
-        panda.load_city(args.city), n_records=args.records, n_outputs=100, n_users=50, seed=args.seed
-    )
+    inst = instance_of(args)
     exponent = args.epsilon * inst.d_km
     cost = inst.prior[:, None] * inst.cost_m
     z = np.maximum(em_matrix(output_distances_km(inst), args.epsilon) ** 1.5, eta)
