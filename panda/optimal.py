@@ -563,20 +563,20 @@ def _pdhg_rounds(
 ) -> tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray] | None]:
     """Row generation on restarted PDHG (``solve_optimal(method="pdhg")``); updates ``best`` and ``rounds``.
 
-    Each round runs ``round_steps`` PDHG steps on the current pair rows, warm-started from the
-    last round (new rows' multipliers at 0). While it runs, the lower bound of every checked dual
-    point is computed (:func:`dual_bound`: valid for any multipliers), and PDHG stops as soon as
-    the gap is met (the bound is computed every 512 steps, so the iterates never depend on the
-    clock; only the deadline cuts a run). After the round it is certified (the best pair multipliers for its row-sum
-    multipliers, then an exact repair of its primal point; not the first round) while that costs at most
-    :data:`CERTIFICATE_SHARE` of the rounds' time, and always when it is the last one before the
-    deadline. Then for every right entry the left end violating its row by more than
-    :data:`PDHG_SEPARATION_REL` (relative) is added, at most ``batch * K * M`` rows ranked by
-    violation; rows are never added twice. Without new rows the next round continues on the same LP.
-    A round adding fewer rows than :data:`_GROW_BELOW` of the LP's doubles the steps of the next
-    ones (up to :data:`_MAX_GROWTH` times ``round_steps``): PDHG restarts with each new LP, and once
-    the rows settle longer runs pay more (K = 500, 30 s, 1,024-step rounds: median gap 1.8 % against
-    4.5 % without).
+    Each round runs ``round_steps`` PDHG steps on the current pair rows, warm-started from the last
+    round (its point, primal weight and adaptive step size; new rows' multipliers at 0). While it
+    runs, the lower bound of every checked dual point is computed (:func:`dual_bound`: valid for any
+    multipliers), and PDHG stops as soon as the gap is met (the bound is computed every 512 steps,
+    so the iterates never depend on the clock; only the deadline cuts a run). After the round it is
+    certified (the best pair multipliers for its row-sum multipliers, then an exact repair of its
+    primal point; not the first round) while that costs at most :data:`CERTIFICATE_SHARE` of the
+    rounds' time, and always when it is the last one before the deadline. Then for every right entry
+    the left end violating its row by more than :data:`PDHG_SEPARATION_REL` (relative) is added, at
+    most ``batch * K * M`` rows ranked by violation; rows are never added twice. Without new rows
+    the next round continues on the same LP. A round adding fewer rows than :data:`_GROW_BELOW` of
+    the LP's doubles the steps of the next ones (up to :data:`_MAX_GROWTH` times ``round_steps``):
+    PDHG restarts with each new LP, and once the rows settle longer runs pay more (K = 500, 30 s,
+    1,024-step rounds: median gap 1.8 % against 4.5 % without).
 
     Returns the stop reason, the last rows ``(s, x, y, multipliers)`` and the point still to
     repair (``None`` if the last one was repaired).
@@ -598,7 +598,8 @@ def _pdhg_rounds(
     x0 = None if start is None else start.T.ravel()
     u0 = None if start is None else (cost * start).sum(axis=1)
     y0 = None if u0 is None else np.r_[u0, np.zeros(s_rows.size)]
-    omega = None
+    omega = step_size = None
+    steps_done = 0
     work_s = cert_s = 0.0
     pending: tuple[np.ndarray, np.ndarray] | None = None
     # The bound of the mechanism without privacy (every row on its cheapest outputs, the rest at the
@@ -650,13 +651,16 @@ def _pdhg_rounds(
             x0=x0,
             y0=y0,
             omega=omega,
+            step_size=step_size,
+            steps_before=steps_done,
             on_check=bound,
             callback_every_steps=_BOUND_EVERY_STEPS,  # by steps, not seconds: reproducible
             dtype=np.float32,  # the bound is evaluated in float64 (valid for any multipliers)
         )
         bound(run.x, run.y)
         round_time = run.time_s
-        x0, omega = run.x, run.omega
+        x0, omega, step_size = run.x, run.omega, run.step_size
+        steps_done += run.iterations
         solved_rows = (s_rows, x_rows, y_rows, np.clip(run.y[k:], 0.0, None))
         z, u = run.x.reshape(m, k).T, run.y[:k]
         entry: dict = {"rows": int(k + s_rows.size), "status": "pdhg", "iterations": run.iterations}

@@ -103,7 +103,21 @@ def test_callback_stops_and_warm_start_resumes():
     first = pdhg(c, a, b, n_eq, lower, upper, time_limit_s=5.0, on_check=lambda x, y: True, check_every_s=0.0)
     assert first.stopped_by_callback and first.iterations == 64  # stopped at the first check
     opt = _highs_optimum(c, a, b, n_eq, lower, upper)
-    warm = pdhg(c, a, b, n_eq, lower, upper, time_limit_s=3.0, x0=first.x, y0=first.y, omega=first.omega)
+    assert first.step_size > 0
+    warm = pdhg(
+        c,
+        a,
+        b,
+        n_eq,
+        lower,
+        upper,
+        time_limit_s=3.0,
+        x0=first.x,
+        y0=first.y,
+        omega=first.omega,
+        step_size=first.step_size,
+        steps_before=first.iterations,
+    )
     assert not warm.stopped_by_callback and warm.iterations > 64
     assert box_dual_bound(c, a, b, lower, upper, warm.y) == pytest.approx(opt, abs=1e-4 * max(1.0, abs(opt)))
 
