@@ -197,7 +197,10 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
     # A wide translucent band joining neighbouring bounds (the optimum lies on or above it) ...
     band = {"color": "rgba(17, 17, 17, 0.18)", "width": 14}
     _lp_line(fig, xs, ys, f"{label}: lower bound band", band, "lower bound band", where)
-    # ... and opaque up-pointing triangles, labelled, that carry the hover text and eps.
+    # ... and opaque up-pointing triangles, labelled, that carry the hover text and eps. Labels sit
+    # centred under their triangle, except the leftmost's: centred, it ran off the plot's left edge.
+    first = next(i for i, y in enumerate(ys) if y is not None)
+    positions = ["bottom right" if i == first else "bottom center" for i in range(len(ys))]
     _lp_markers(
         fig,
         xs,
@@ -209,7 +212,7 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         where,
         showlegend=show_legend,
         text=text,
-        textposition="bottom center",
+        textposition=positions,
         textfont={"size": 11, "color": color},
         customdata=custom,
         hovertext=hover,
