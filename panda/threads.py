@@ -32,15 +32,16 @@ def _cores() -> int:
 THREADS = max(1, min(4, _cores()))
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0  # a forked child inherits the pool object but not its threads: it makes its own
 
 
 def thread_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(item) for item in items]``, the items spread over :data:`THREADS` threads (results in order)."""
-    global _pool
+    global _pool, _pool_pid
     items = list(items)
     # Serial in one of the pool's own threads: a nested map would wait on itself.
     if THREADS <= 1 or len(items) <= 1 or threading.current_thread().name.startswith("panda"):
         return [fn(item) for item in items]
-    if _pool is None or _pool._max_workers != THREADS:  # noqa: SLF001 (THREADS may be changed at run time)
-        _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="panda")
+    if _pool is None or _pool_pid != os.getpid() or _pool._max_workers != THREADS:  # noqa: SLF001
+        _pool, _pool_pid = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="panda"), os.getpid()
     return list(_pool.map(fn, items))

@@ -56,3 +56,13 @@ def test_the_certificate_on_threads_equals_the_one_on_one_thread(monkeypatch, ce
     assert (results[1][4] > 0).any()  # and some multipliers are positive
     for one, two in zip(results[1], results[2], strict=True):
         np.testing.assert_array_equal(one, two)
+
+
+def test_a_forked_child_makes_its_own_pool(monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setattr(threads, "THREADS", 2)
+    assert threads.thread_map(abs, [-1, -2]) == [1, 2]  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:  # a child whose copy of the pool has no threads
+        assert pool.apply_async(threads.thread_map, (abs, [-3, -4])).get(timeout=20) == [3, 4]
