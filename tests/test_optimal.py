@@ -249,6 +249,48 @@ def test_pdhg_rounds_do_not_depend_on_the_clock(inst, monkeypatch):
     assert np.array_equal(runs[0].matrix, runs[1].matrix)
 
 
+def test_pdhg_certifies_the_rounds_best_row_sum_multipliers(inst, monkeypatch):
+    """The pair multipliers of a round are computed for the u whose own PDHG bound was the best.
+
+    Along a round u's value rises and falls again, so the end point is not always the best one
+    (docs/benchmarks.md, eighth pass). Every check's dual point and the u given to
+    best_pair_multipliers are recorded; each certificate's u must be the best checked one of its round.
+    """
+    monkeypatch.setattr(optimal, "CERTIFICATE_SHARE", 100.0)  # certify every round
+    monkeypatch.setattr(optimal, "_BOUND_EVERY_STEPS", 64)  # 16 checks a round
+    cost = inst.prior[:, None] * inst.cost_m
+    k = cost.shape[0]
+    checks, certified = [], []
+    real_pdhg, real_pairs = optimal.pdhg, optimal.best_pair_multipliers
+
+    def recording_pdhg(*args, **kwargs):
+        on_check, rows = kwargs["on_check"], kwargs["on_check"].__defaults__[0]
+        checks.append([])
+
+        def check(x, y):
+            checks[-1].append((dual_bound(cost, y[:k], y[k:], *rows, eta=1e-6)[0], y[:k].copy()))
+            return on_check(x, y)
+
+        return real_pdhg(*args, **{**kwargs, "on_check": check})
+
+    def recording_pairs(cost_, u, *args, **kwargs):
+        certified.append((len(checks) - 1, np.array(u)))
+        return real_pairs(cost_, u, *args, **kwargs)
+
+    monkeypatch.setattr(optimal, "pdhg", recording_pdhg)
+    monkeypatch.setattr(optimal, "best_pair_multipliers", recording_pairs)
+    solve_optimal(cost, inst.d_km, EPS, method="pdhg", gap=0.0, time_limit_s=120, round_steps=1024, max_rounds=4)
+    assert len(certified) == 3  # rounds 2-4 (the first round is never certified)
+    peaks = []
+    for round_index, u in certified:
+        own = [value for value, _ in checks[round_index]]
+        assert len(own) == 16
+        best = max(range(len(own)), key=lambda i: (own[i], i))
+        np.testing.assert_array_equal(u, checks[round_index][best][1])
+        peaks.append(best)
+    assert min(peaks) < 15  # a round whose end point was not its best (all three, when written)
+
+
 def test_dual_bound_is_weak_duality(inst, exact_optimum):
     """Any multipliers give a bound below the optimum; u = 0 gives eta * sum of positive costs."""
     cost = inst.prior[:, None] * inst.cost_m
