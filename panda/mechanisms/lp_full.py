@@ -61,8 +61,9 @@ def greedy_spanner(
     asked for, so a new edge ``(u, v)`` updates only the block of records whose spanner path to
     ``u`` or ``v`` is already shorter than ``t R - d(u, v)``: entries shorter than ``t R`` stay
     exact (by induction over the edges), and early on, when most records are not yet connected, the
-    blocks are small (the same edges as a full update; Neubrandenburg K = 500 at 5/km: 0.2 s
-    against 1.1 s, docs/benchmarks.md). Without a cap, every finite entry is updated.
+    blocks are small (the same edges as a full update; Neubrandenburg K = 500 at 5/km: 0.14 s
+    against 0.78 s, K = 1000: 1.6 against 11.3 s, docs/benchmarks.md). Without a cap, every finite
+    entry is updated.
 
     Returns
     -------
