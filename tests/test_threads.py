@@ -9,7 +9,7 @@ import pytest
 
 import panda.threads as threads
 from panda.instance import make_instance
-from panda.optimal import best_pair_multipliers, separate_right
+from panda.optimal import best_pair_multipliers, exact_repair, separate_right
 
 
 def test_thread_map_keeps_the_order_and_uses_the_pool(monkeypatch):
@@ -40,18 +40,19 @@ def certificate_inputs(kotka):
     np.fill_diagonal(a_full, np.inf)
     rng = np.random.default_rng(0)
     z = rng.dirichlet(np.ones(20), size=60)
-    return cost, a_full, z, eta
+    return cost, a_full, z, eta, exponent
 
 
 def test_the_certificate_on_threads_equals_the_one_on_one_thread(monkeypatch, certificate_inputs):
-    cost, a_full, z, eta = certificate_inputs
+    cost, a_full, z, eta, exponent = certificate_inputs
     results = {}
     for n in (1, 2):
         monkeypatch.setattr(threads, "THREADS", n)
         s, x, y, score = separate_right(z, a_full)
         u = cost.min(axis=1) + 5.0
         lam = best_pair_multipliers(cost, u, s, x, y, a_full[s, x], eta=eta)
-        results[n] = (s, x, y, score, lam)
+        repaired, _ = exact_repair(z, exponent, eta=eta, cost=cost)  # min-plus products over blocks
+        results[n] = (s, x, y, score, lam, repaired)
     assert results[1][0].size > 100  # a random matrix violates many pair rows
     assert (results[1][4] > 0).any()  # and some multipliers are positive
     for one, two in zip(results[1], results[2], strict=True):
@@ -64,5 +65,5 @@ def test_a_forked_child_makes_its_own_pool(monkeypatch):
     monkeypatch.setattr(threads, "THREADS", 2)
     assert threads.thread_map(abs, [-1, -2]) == [1, 2]  # the parent's pool exists now
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:  # a child whose copy of the pool has no threads
+    with ctx.Pool(1) as pool:  # a child that inherits the parent's pool object, not its threads
         assert pool.apply_async(threads.thread_map, (abs, [-3, -4])).get(timeout=20) == [3, 4]
