@@ -7,6 +7,8 @@ import threading
 import numpy as np
 import pytest
 
+import panda.lp
+import panda.optimal
 import panda.threads as threads
 from panda.instance import make_instance
 from panda.optimal import best_pair_multipliers, exact_repair, separate_right
@@ -32,19 +34,29 @@ def test_a_nested_thread_map_runs_serially_instead_of_waiting_on_itself(monkeypa
 
 @pytest.fixture(scope="module")
 def certificate_inputs(kotka):
-    inst = make_instance(kotka, n_records=60, n_outputs=20, n_users=10, seed=1)
+    # K x M = 22,400 entries: the min-plus products and the separation split the records in two blocks.
+    inst = make_instance(kotka, n_records=224, n_outputs=100, n_users=10, seed=1)
     eps, eta = 2.0, 1e-6
     cost = inst.prior[:, None] * inst.cost_m
     exponent = eps * inst.d_km
     a_full = np.where(exponent < np.log(1 / eta), np.exp(exponent), np.inf)
     np.fill_diagonal(a_full, np.inf)
     rng = np.random.default_rng(0)
-    z = rng.dirichlet(np.ones(20), size=60)
+    z = rng.dirichlet(np.ones(100), size=224)
     return cost, a_full, z, eta, exponent
 
 
 def test_the_certificate_on_threads_equals_the_one_on_one_thread(monkeypatch, certificate_inputs):
     cost, a_full, z, eta, exponent = certificate_inputs
+    calls = []
+
+    def counting_map(fn, items):
+        items = list(items)
+        calls.append(len(items))
+        return threads.thread_map(fn, items)
+
+    for module in (panda.lp, panda.optimal):  # the modules that split work
+        monkeypatch.setattr(module, "thread_map", counting_map)
     results = {}
     for n in (1, 2):
         monkeypatch.setattr(threads, "THREADS", n)
@@ -53,6 +65,7 @@ def test_the_certificate_on_threads_equals_the_one_on_one_thread(monkeypatch, ce
         lam = best_pair_multipliers(cost, u, s, x, y, a_full[s, x], eta=eta)
         repaired, _ = exact_repair(z, exponent, eta=eta, cost=cost)  # min-plus products over blocks
         results[n] = (s, x, y, score, lam, repaired)
+    assert min(calls) >= 2  # every threaded loop had work to split
     assert results[1][0].size > 100  # a random matrix violates many pair rows
     assert (results[1][4] > 0).any()  # and some multipliers are positive
     for one, two in zip(results[1], results[2], strict=True):
