@@ -36,13 +36,14 @@ repair has cost at most half the solving time so far (and always at the end; the
 separation look only at pairs within the floor radius, :class:`_Near`); the loop stops when
 the gap reaches ``gap``, when no row is violated, or at the time limit.
 
-``method="pdhg"`` replaces the LP solves by restarted PDHG (:mod:`panda.pdhg`), warm from round to
-round, for dense instances (many pairs within the floor radius; ``build_lp``'s ``start="auto"``
-picks it there): every PDHG dual point is a bound by the formula above, and after a certified round
-the best pair multipliers for its row-sum multipliers (:func:`best_pair_multipliers`) give a
-stronger one. Rounds end by steps, so a run is reproducible up to where its deadline falls. Its
-points are approximate, so a row is added only when violated by more than
-:data:`PDHG_SEPARATION_REL` (relative), and the run never counts as exact without reaching ``gap``.
+``method="pdhg"`` replaces the LP solves by restarted PDHG (:mod:`panda.pdhg`, Halpern's scheme:
+:data:`PDHG_SCHEME`), warm from round to round, for dense instances (many pairs within the floor
+radius; ``build_lp``'s ``start="auto"`` picks it there): every PDHG dual point is a bound by the
+formula above, and after a certified round the best pair multipliers for its row-sum multipliers
+(:func:`best_pair_multipliers`) give a stronger one. Rounds end by steps, so a run is reproducible
+up to where its deadline falls. Its points are approximate, so a row is added only when violated
+by more than :data:`PDHG_SEPARATION_REL` (relative), and the run never counts as exact without
+reaching ``gap``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ METHODS = ("simplex", "ipm", "pdhg")
 #: by steps, not seconds, so a run's rounds do not depend on the machine's speed of the moment.
 PDHG_SEPARATION_REL = 1e-2
 PDHG_ROUND_STEPS = 2048
+
+#: ``method="pdhg"``: the scheme of :func:`panda.pdhg.pdhg` for the rounds. Restarted reflected
+#: Halpern PDHG against PDLP's adaptive step, side by side at 30 s (K = 500, 5/km, seeds 0-5): median
+#: gap 1.36 against 1.76 %; 1/km: 2.19 against 3.06 %; K = 1000 at 120 s: 0.84 against 1.98 %
+#: (docs/benchmarks.md, ninth pass).
+PDHG_SCHEME = "halpern"
 
 #: ``method="pdhg"``: between rounds, the certificate (best pair multipliers and an exact repair)
 #: gets at most this share of the time spent in rounds; the last round is always certified.
@@ -574,8 +581,9 @@ def _pdhg_rounds(
 ) -> tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray] | None]:
     """Row generation on restarted PDHG (``solve_optimal(method="pdhg")``); updates ``best`` and ``rounds``.
 
-    Each round runs ``round_steps`` PDHG steps on the current pair rows, warm-started from the last
-    round (its point, primal weight and adaptive step size; new rows' multipliers at 0). While it
+    Each round runs ``round_steps`` PDHG steps (scheme :data:`PDHG_SCHEME`) on the current pair rows,
+    warm-started from the last round (its point and primal weight, and the step size of the adaptive
+    scheme; new rows' multipliers at 0). While it
     runs, the lower bound of every checked dual point is computed (:func:`dual_bound`: valid for any
     multipliers), and PDHG stops as soon as the gap is met (the bound is computed every 512 steps,
     so the iterates never depend on the clock; only the deadline cuts a run). After the round it is
@@ -677,6 +685,7 @@ def _pdhg_rounds(
             on_check=bound,
             callback_every_steps=_BOUND_EVERY_STEPS,  # by steps, not seconds: reproducible
             dtype=np.float32,  # the bound is evaluated in float64 (valid for any multipliers)
+            scheme=PDHG_SCHEME,
         )
         bound(run.x, run.y)
         round_time = run.time_s

@@ -7,13 +7,23 @@ Solves::
                A[n_eq:] x >= b[n_eq:]
                lower <= x <= upper        (every bound finite)
 
-the way PDLP does (Applegate et al. 2021): Ruiz and Pock-Chambolle scaling, PDLP's adaptive step
-size (from ``0.95 / ||A||``, split by the primal weight ``omega``), iterates averaged since the last
-restart (weighted by the step), adaptive restarts to the average or the current point on the KKT
-error, and the primal weight re-balanced at every restart. It needs only two sparse products a step
-(more when the adaptive rule takes a step again shorter), so it is fast where an interior point's
-factorisation is not (the optimal mDP LP's pair rows: 0.9-1.2 ms a step at 127 k rows), and it
-warm-starts from any primal and dual point.
+with Ruiz and Pock-Chambolle scaling and the primal weight ``omega`` re-balanced at every restart
+(PDLP's rule), by one of two schemes:
+
+* ``"halpern"`` (the default): restarted reflected Halpern PDHG (Lu and Yang 2024, as in cuPDLPx,
+  Lu, Peng and Yang 2025). Each step maps ``z`` to ``(k+1)/(k+2) (2 T(z) - z) + 1/(k+2) z_0``, where
+  ``T`` is one PDHG step of constant size ``0.998 / ||A||`` and ``z_0`` the anchor (the point of the
+  last restart); restarts, to the last PDHG point, on the decay of the fixed-point error
+  ``||z - T(z)||`` in PDHG's norm. No averages are kept.
+* ``"adaptive"`` (and ``"constant"``): PDLP (Applegate et al. 2021), its adaptive step size (from
+  ``0.95 / ||A||``; ``"constant"`` keeps that), iterates averaged since the last restart (weighted
+  by the step), adaptive restarts to the average or the current point on the KKT error.
+
+Both need only two sparse products a step (more when the adaptive rule takes a step again shorter),
+so they are fast where an interior point's factorisation is not (the optimal mDP LP's pair rows:
+0.8-1.2 ms a step at 127 k rows), and they warm-start from any primal and dual point. On the
+optimal LP's spanner rows (K = 500, 127 k rows) Halpern's scheme reached a bound within 0.7 % of
+the optimum in 12,288 steps, PDLP's adaptive step within 4.7 % (docs/benchmarks.md, ninth pass).
 
 Because every variable is boxed, **every** dual point ``y`` (with ``y >= 0`` on the inequality
 rows, which the projection keeps) gives a valid lower bound by weak duality::
@@ -33,11 +43,18 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["PdhgResult", "pdhg", "box_dual_bound"]
+__all__ = ["PdhgResult", "SCHEMES", "pdhg", "box_dual_bound"]
+
+#: The iteration schemes (see the module docstring).
+SCHEMES = ("halpern", "adaptive", "constant")
 
 #: Restart rules (PDLP's defaults): sufficient and necessary decay of the KKT error, and the
 #: share of all iterations after which a restart is forced.
 _SUFFICIENT, _NECESSARY, _ARTIFICIAL = 0.2, 0.8, 0.36
+
+#: Halpern's restart rules (cuPDLPx's defaults), on the fixed-point error: sufficient and necessary
+#: decay, and the share of this call's steps after which a restart is forced.
+_H_SUFFICIENT, _H_NECESSARY, _H_ARTIFICIAL = 0.2, 0.5, 0.36
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,13 @@ def box_dual_bound(
     """Return the weak-duality bound ``b . y + sum min(lower rc, upper rc)`` of a dual point (see the module)."""
     rc = c - a.T @ y
     return float(b @ y + np.where(rc > 0, lower * rc, upper * rc).sum())
+
+
+def _primal_weight(omega: float, dx: float, dy: float) -> float:
+    """PDLP's primal weight update at a restart: halfway (in logs) to ``dy / dx``, the moves since the last."""
+    if dx > 1e-10 and dy > 1e-10:
+        return float(np.exp(0.5 * np.log(dy / dx) + 0.5 * np.log(omega)))
+    return omega
 
 
 def _scale(a: sp.csr_matrix, ruiz_passes: int = 10) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
@@ -111,7 +135,7 @@ def pdhg(
     check_every_steps: int = 64,
     callback_every_steps: int | None = None,
     dtype: type = np.float64,
-    adaptive_step: bool = True,
+    scheme: str = "halpern",
 ) -> PdhgResult:
     """Run restarted PDHG until ``time_limit_s``, ``max_iterations`` or until ``on_check`` returns True.
 
@@ -130,25 +154,36 @@ def pdhg(
         Primal weight to start from (a previous call's ``omega`` when warm-starting);
         ``||c|| / ||b||`` of the scaled problem by default.
     step_size
-        Adaptive step: the step size to start from (a previous call's ``step_size`` when
-        warm-starting); ``0.95 / ||A||`` by default.
+        ``"adaptive"``: the step size to start from (a previous call's ``step_size`` when
+        warm-starting); ``0.95 / ||A||`` by default. The other schemes' steps are constant.
     steps_before
-        Steps taken by earlier calls this one continues (PDLP's step rule counts all steps).
+        ``"adaptive"``: steps taken by earlier calls this one continues (PDLP's step rule counts all
+        steps). Halpern's forced restarts count this call's steps only, and its primal weight moves by
+        PDLP's rule, not cuPDLPx's PID control: with cuPDLPx's rules (all calls' steps, PID) the bounds
+        of :func:`panda.optimal.solve_optimal` after six rounds were 265.6 and 252.7 m against 267.7
+        and 257.0 m with these (K = 500, 5/km, seeds 0 and 1; docs/benchmarks.md, ninth pass).
     on_check
         Called with the current candidate ``(x, y)`` (unscaled) at most every ``check_every_s``
         seconds, or every ``callback_every_steps`` steps when that is given (a multiple of
         ``check_every_steps``; the calls then do not depend on the clock); return True to stop.
-    adaptive_step
-        PDLP's adaptive step size (default): the largest step the local interaction of each move
-        allows, instead of the constant ``0.95 / ||A||`` (which is kept when False). On the optimal
-        LP's pair rows it reaches a given bound in fewer steps (docs/benchmarks.md, seventh pass).
+    scheme
+        ``"halpern"`` (default), ``"adaptive"`` or ``"constant"`` (see the module docstring). PDLP's
+        adaptive step takes the largest step the local interaction of each move allows instead of
+        the constant ``0.95 / ||A||``, and reaches a given bound in fewer steps than it
+        (docs/benchmarks.md, seventh pass); Halpern's scheme in fewer still on the tests' random LPs
+        and on the optimal LP's pair rows (ninth pass).
     dtype
         Precision of the iterations (``np.float32`` halves the memory traffic of a step, which is
-        what bounds its time; the running averages and the returned point stay float64). A dual
+        what bounds its time; the adaptive scheme's running averages and the returned point stay
+        float64). A dual
         point of either precision gives a valid bound when evaluated in float64 (weak duality
         holds for any multipliers).
     """
     t0 = time.perf_counter()
+    if scheme not in SCHEMES:
+        msg = f"The 'scheme' parameter of pdhg must be one of {SCHEMES}. Got {scheme!r} instead."
+        raise ValueError(msg)
+    adaptive_step = scheme == "adaptive"
     c = np.asarray(c, dtype=float)
     b = np.asarray(b, dtype=float)
     lower = np.asarray(lower, dtype=float)
@@ -175,6 +210,32 @@ def pdhg(
     step = 0.95 / np.sqrt(norm2 * (1.01 if dt == np.float64 else 1.02))
     if omega is None:
         omega = max(float(np.linalg.norm(cs)), 1e-12) / max(float(np.linalg.norm(bs)), 1e-12)
+    if scheme == "halpern":
+        # cuPDLPx's constant step, 0.998 / ||A|| (the same safety margin on the norm's estimate).
+        eta_h = 0.998 / 0.95 * step
+        run = _Halpern(cs, a_s, a_t, bs, n_eq, lo, hi, eta_h).run(
+            x,
+            y,
+            omega,
+            t0,
+            time_limit_s,
+            max_iterations,
+            on_check,
+            (dc, dr),
+            check_every_s,
+            check_every_steps,
+            callback_every_steps,
+        )
+        x_end, y_end, it, omega, stopped = run
+        return PdhgResult(
+            x=np.clip(x_end * dc, lower, upper),
+            y=y_end * dr,
+            iterations=it,
+            omega=float(omega),
+            step_size=float(eta_h),
+            time_s=time.perf_counter() - t0,
+            stopped_by_callback=stopped,
+        )
 
     def kkt(x: np.ndarray, y: np.ndarray, ax: np.ndarray, aty: np.ndarray) -> float:
         """Return the KKT error: scaled primal residual and duality gap (no dual residual: all boxed)."""
@@ -273,9 +334,8 @@ def pdhg(
         k_last = k_cand
         if restart:
             x, y, aty = (arr.astype(dt) for arr in (cand[0], cand[1], cand[3]))  # copies
-            dxn, dyn = float(np.linalg.norm(x - anchor[0])), float(np.linalg.norm(y - anchor[1]))
-            if dxn > 1e-10 and dyn > 1e-10:  # re-balance primal and dual progress (PDLP's smoothing 0.5)
-                omega = float(np.exp(0.5 * np.log(dyn / dxn) + 0.5 * np.log(omega)))
+            # Re-balance primal and dual progress (PDLP's smoothing 0.5).
+            omega = _primal_weight(omega, float(np.linalg.norm(x - anchor[0])), float(np.linalg.norm(y - anchor[1])))
             anchor = (x.copy(), y.copy())
             k_restart, k_last, it_restart = k_cand, np.inf, it
             for acc in sums:
@@ -290,3 +350,110 @@ def pdhg(
         time_s=time.perf_counter() - t0,
         stopped_by_callback=stopped,
     )
+
+
+@dataclass(frozen=True)
+class _Halpern:
+    """Restarted reflected Halpern PDHG on a scaled LP (``pdhg(scheme="halpern")``), constant step ``eta``."""
+
+    c: np.ndarray
+    a: sp.csr_matrix
+    a_t: sp.csr_matrix
+    b: np.ndarray
+    n_eq: int
+    lo: np.ndarray
+    hi: np.ndarray
+    eta: float
+
+    def run(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        omega: float,
+        t0: float,
+        time_limit_s: float,
+        max_iterations: int | None,
+        on_check: Callable[[np.ndarray, np.ndarray], bool] | None,
+        unscale: tuple[np.ndarray, np.ndarray],
+        check_every_s: float,
+        check_every_steps: int,
+        callback_every_steps: int | None,
+    ) -> tuple[np.ndarray, np.ndarray, int, float, bool]:
+        """Iterate from ``(x, y)`` (modified in place); return the last PDHG point, steps, ``omega``, stopped."""
+        c, a, a_t, b = self.c, self.a, self.a_t, self.b
+        n_eq, lo, hi, eta = self.n_eq, self.lo, self.hi, self.eta
+        dt = x.dtype
+        dc, dr = unscale
+        aty = a_t @ y
+        b_nz = np.flatnonzero(b)  # sigma b is added on these rows only (the LP's row sums)
+        anchor = (x.copy(), y.copy(), aty.copy())
+        x_hat, x_bar, tmp_x = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+        y_hat, tmp_y = np.empty_like(y), np.empty_like(y)
+        it = k = 0
+        r, r_anchor, r_last = 0.0, -1.0, np.inf
+        last_check = -np.inf
+        stopped = False
+        while True:
+            tau, sigma = dt.type(eta / omega), dt.type(eta * omega)
+            # T(z): x_hat = proj(x - tau (c - A^T y)); y_hat = proj(y + sigma (b - A (2 x_hat - x))).
+            np.subtract(aty, c, out=tmp_x)
+            tmp_x *= tau
+            tmp_x += x
+            np.maximum(tmp_x, lo, out=x_hat)
+            np.minimum(x_hat, hi, out=x_hat)
+            np.multiply(x_hat, 2.0, out=x_bar)
+            x_bar -= x  # the extrapolated point is also the primal half of the reflection 2 T(z) - z
+            np.multiply(a @ x_bar, -sigma, out=tmp_y)
+            tmp_y[b_nz] += sigma * b[b_nz]
+            np.add(y, tmp_y, out=y_hat)
+            np.maximum(y_hat[n_eq:], 0.0, out=y_hat[n_eq:])
+            aty_hat = a_t @ y_hat
+            it += 1
+            check = it % check_every_steps == 0
+            if check or r_anchor < 0:
+                # The fixed-point error ||z - T(z)|| in PDHG's norm [[omega / eta, A^T], [A, 1 / (eta omega)]]
+                # (its cross term from the products at hand: dy . A dx = dx . A^T dy).
+                dx, dy = x - x_hat, y - y_hat
+                r2 = omega / eta * float(dx @ dx) + float(dy @ dy) / (eta * omega) + 2.0 * float(dx @ (aty - aty_hat))
+                r = float(np.sqrt(max(r2, 0.0)))
+                r_anchor = r if r_anchor < 0 else r_anchor
+            # Halpern with reflection: z <- (k+1)/(k+2) (2 T(z) - z) + 1/(k+2) anchor; A^T y follows linearly.
+            w = dt.type((k + 1) / (k + 2))
+            v = dt.type(1.0) - w
+            np.multiply(x_bar, w, out=x)
+            np.multiply(anchor[0], v, out=tmp_x)
+            x += tmp_x
+            for cur, new, start, buf in ((y, y_hat, anchor[1], tmp_y), (aty, aty_hat, anchor[2], tmp_x)):
+                np.multiply(new, 2.0, out=buf)
+                buf -= cur
+                np.multiply(buf, w, out=cur)
+                np.multiply(start, v, out=buf)
+                cur += buf
+            k += 1
+            if not check:
+                continue
+            elapsed = time.perf_counter() - t0
+            if callback_every_steps is None:
+                due = elapsed - last_check >= check_every_s
+            else:
+                due = it % callback_every_steps == 0
+            if on_check is not None and due:
+                last_check = elapsed
+                if on_check(x_hat * dc, y_hat * dr):
+                    stopped = True
+                    break
+            if elapsed >= time_limit_s or (max_iterations is not None and it >= max_iterations):
+                break
+            restart = (
+                r <= _H_SUFFICIENT * r_anchor
+                or (r <= _H_NECESSARY * r_anchor and r > r_last)
+                or k >= _H_ARTIFICIAL * it
+            )
+            r_last = r
+            if restart:  # to the last PDHG point, which becomes the anchor
+                dx_norm = float(np.linalg.norm(x_hat - anchor[0]))
+                omega = _primal_weight(omega, dx_norm, float(np.linalg.norm(y_hat - anchor[1])))
+                x[:], y[:], aty[:] = x_hat, y_hat, aty_hat
+                anchor = (x_hat.copy(), y_hat.copy(), aty_hat.copy())
+                k, r_anchor, r_last = 0, -1.0, np.inf
+        return x_hat, y_hat, it, omega, stopped
