@@ -21,9 +21,11 @@ with Ruiz and Pock-Chambolle scaling and the primal weight ``omega`` re-balanced
 
 Both need only two sparse products a step (more when the adaptive rule takes a step again shorter),
 so they are fast where an interior point's factorisation is not (the optimal mDP LP's pair rows:
-0.8-1.2 ms a step at 127 k rows), and they warm-start from any primal and dual point. On the
-optimal LP's spanner rows (K = 500, 127 k rows) Halpern's scheme reached a bound within 0.7 % of
-the optimum in 12,288 steps, PDLP's adaptive step within 4.7 % (docs/benchmarks.md, ninth pass).
+0.8-1.2 ms a step at 127 k rows), and they warm-start from any primal and dual point. Halpern's
+scheme is the better one from a warm start: with it the optimal LP's rounds
+(:func:`panda.optimal.solve_optimal`) end with smaller gaps in the same time (K = 500, 30 s: median
+1.36 against 1.76 %; K = 1000, 120 s: 0.84 against 1.98 %; docs/benchmarks.md, ninth pass). From
+zero, on the first of those LPs, the two take about the same number of steps to a given bound.
 
 Because every variable is boxed, **every** dual point ``y`` (with ``y >= 0`` on the inequality
 rows, which the projection keeps) gives a valid lower bound by weak duality::
@@ -170,8 +172,8 @@ def pdhg(
         ``"halpern"`` (default), ``"adaptive"`` or ``"constant"`` (see the module docstring). PDLP's
         adaptive step takes the largest step the local interaction of each move allows instead of
         the constant ``0.95 / ||A||``, and reaches a given bound in fewer steps than it
-        (docs/benchmarks.md, seventh pass); Halpern's scheme in fewer still on the tests' random LPs
-        and on the optimal LP's pair rows (ninth pass).
+        (docs/benchmarks.md, seventh pass); Halpern's scheme in fewer still on the tests' random LPs,
+        and it is the faster one in the optimal LP's warm-started rounds (ninth pass).
     dtype
         Precision of the iterations (``np.float32`` halves the memory traffic of a step, which is
         what bounds its time; the adaptive scheme's running averages and the returned point stay
