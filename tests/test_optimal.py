@@ -204,6 +204,14 @@ def test_spanner_start_out_of_time_still_returns_an_audited_mechanism(inst, exac
     assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
 
 
+def test_pdhg_rounds_grow_with_the_records(inst):
+    """A round's default steps: 2 K in multiples of 64, at least PDHG_ROUND_STEPS (measured; see the docstring)."""
+    assert [optimal.pdhg_round_steps(k) for k in (60, 500, 1000, 1001, 2000)] == [1024, 1024, 2048, 2048, 4032]
+    cost = inst.prior[:, None] * inst.cost_m
+    res = solve_optimal(cost, inst.d_km, EPS, method="pdhg", gap=0.0, time_limit_s=60.0, max_rounds=1)
+    assert res.rounds[0]["iterations"] == optimal.pdhg_round_steps(cost.shape[0]) == optimal.PDHG_ROUND_STEPS
+
+
 def test_pdhg_rounds_bound_the_exact_optimum_every_round(inst, exact_optimum):
     """solve_optimal(method="pdhg"): every round's bounds are proven; bad PDHG parameters are refused."""
     from panda.mechanisms._common import output_distances_km
