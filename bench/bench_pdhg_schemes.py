@@ -20,9 +20,8 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _instance import instance_of, instance_parser  # noqa: E402
+from _instance import instance_parser, spanner_rows  # noqa: E402
 
-from panda.mechanisms.lp_full import spanner_seed_rows  # noqa: E402
 from panda.optimal import _pair_matrix, dual_bound  # noqa: E402
 from panda.pdhg import pdhg  # noqa: E402
 
@@ -36,12 +35,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     eta = 1e-6
-    inst = instance_of(args)
-    cost = inst.prior[:, None] * inst.cost_m
+    _, cost, (s, x, y), coef = spanner_rows(args, eta)
     k, m = cost.shape
     n = k * m
-    s, x, y = spanner_seed_rows(inst, args.epsilon, eta)
-    coef = np.exp(args.epsilon * inst.d_km[s, x])
     order = np.lexsort((x, s, y))
     s, x, y, coef = s[order], x[order], y[order], coef[order]
     sums = sp.csr_matrix((np.ones(n), (np.tile(np.arange(k), m), np.arange(n))), shape=(k, n))

@@ -20,9 +20,8 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _instance import instance_of, instance_parser  # noqa: E402
+from _instance import instance_parser, spanner_rows  # noqa: E402
 
-from panda.mechanisms.lp_full import spanner_seed_rows  # noqa: E402
 from panda.optimal import _pair_matrix, dual_bound  # noqa: E402
 from panda.pdhg import pdhg  # noqa: E402
 
@@ -32,12 +31,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
     eta = 1e-6
-    inst = instance_of(args)
-    cost = inst.prior[:, None] * inst.cost_m
+    _, cost, (s, x, y), coef = spanner_rows(args, eta)
     k, m = cost.shape
     n = k * m
-    s, x, y = spanner_seed_rows(inst, args.epsilon, eta)
-    coef = np.exp(args.epsilon * inst.d_km[s, x])
     by_output = np.lexsort((x, s, y))
     layouts = {
         "record-major": (np.arange(s.size), np.repeat(np.arange(k), m), np.arange(n), cost.ravel(), False),

@@ -87,6 +87,44 @@ def _primal_weight(omega: float, dx: float, dy: float) -> float:
     return omega
 
 
+def _step(
+    a: sp.csr_matrix,
+    c: np.ndarray,
+    b: np.ndarray,
+    b_nz: np.ndarray,
+    n_eq: int,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    tau: float,
+    sigma: float,
+    point: tuple[np.ndarray, np.ndarray, np.ndarray],
+    out: tuple[np.ndarray, np.ndarray, np.ndarray],
+    work: tuple[np.ndarray, np.ndarray],
+) -> None:
+    """One PDHG step from ``point = (x, y, A^T y)`` into ``out = (x_new, x_bar, y_new)``, in place.
+
+    ``x_new = proj(x - tau (c - A^T y))``, ``x_bar = 2 x_new - x`` (the extrapolated point) and
+    ``y_new = proj(y + sigma (b - A x_bar))``, ``b`` nonzero only on ``b_nz``; ``work`` holds two
+    scratch vectors (primal, dual size). In place because fresh 0.4-1 MB temporaries each step cost
+    more than the two sparse products; the product is of the extrapolated point, so no ``A x`` is
+    kept from step to step.
+    """
+    x, y, aty = point
+    x_new, x_bar, y_new = out
+    tmp_x, tmp_y = work
+    np.subtract(aty, c, out=tmp_x)
+    tmp_x *= tau
+    tmp_x += x
+    np.maximum(tmp_x, lo, out=x_new)
+    np.minimum(x_new, hi, out=x_new)
+    np.multiply(x_new, 2.0, out=x_bar)
+    x_bar -= x
+    np.multiply(a @ x_bar, -sigma, out=tmp_y)
+    tmp_y[b_nz] += sigma * b[b_nz]
+    np.add(y, tmp_y, out=y_new)
+    np.maximum(y_new[n_eq:], 0.0, out=y_new[n_eq:])
+
+
 def _scale(a: sp.csr_matrix, ruiz_passes: int = 10) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
     """Ruiz equilibration, then Pock-Chambolle (alpha = 1): ``A_s = diag(r) A diag(c)``.
 
@@ -270,20 +308,8 @@ def pdhg(
     while True:
         while True:
             tau, sigma = dt.type(eta_step / omega), dt.type(eta_step * omega)
-            # In place (fresh 0.4-1 MB temporaries each step cost more than the two sparse products).
-            # x_new = proj(x - tau (c - A^T y)); y_new = proj(y + sigma (b - A (2 x_new - x))): the
-            # product of the extrapolated point, so no A x is kept from step to step.
-            np.subtract(aty, cs, out=tmp_x)
-            tmp_x *= tau
-            tmp_x += x
-            np.maximum(tmp_x, lo, out=x_new)
-            np.minimum(x_new, hi, out=x_new)
-            np.subtract(x_new, x, out=dx)
-            np.add(x_new, dx, out=x_bar)
-            np.multiply(a_s @ x_bar, -sigma, out=dy)
-            dy[b_nz] += sigma * bs[b_nz]
-            np.add(y, dy, out=y_new)
-            np.maximum(y_new[n_eq:], 0.0, out=y_new[n_eq:])
+            _step(a_s, cs, bs, b_nz, n_eq, lo, hi, tau, sigma, (x, y, aty), (x_new, x_bar, y_new), (tmp_x, dy))
+            np.subtract(x_bar, x_new, out=dx)  # x_new - x
             aty_new = a_t @ y_new
             weight = eta_step
             if not adaptive_step:
@@ -397,18 +423,8 @@ class _Halpern:
         stopped = False
         while True:
             tau, sigma = dt.type(eta / omega), dt.type(eta * omega)
-            # T(z): x_hat = proj(x - tau (c - A^T y)); y_hat = proj(y + sigma (b - A (2 x_hat - x))).
-            np.subtract(aty, c, out=tmp_x)
-            tmp_x *= tau
-            tmp_x += x
-            np.maximum(tmp_x, lo, out=x_hat)
-            np.minimum(x_hat, hi, out=x_hat)
-            np.multiply(x_hat, 2.0, out=x_bar)
-            x_bar -= x  # the extrapolated point is also the primal half of the reflection 2 T(z) - z
-            np.multiply(a @ x_bar, -sigma, out=tmp_y)
-            tmp_y[b_nz] += sigma * b[b_nz]
-            np.add(y, tmp_y, out=y_hat)
-            np.maximum(y_hat[n_eq:], 0.0, out=y_hat[n_eq:])
+            # T(z); its extrapolated point x_bar is also the primal half of the reflection 2 T(z) - z.
+            _step(a, c, b, b_nz, n_eq, lo, hi, tau, sigma, (x, y, aty), (x_hat, x_bar, y_hat), (tmp_x, tmp_y))
             aty_hat = a_t @ y_hat
             it += 1
             check = it % check_every_steps == 0
