@@ -161,6 +161,30 @@ def _add_metric(
             _add_lp_bound(fig, pts, label, color, where, show_legend)
 
 
+#: Two labelled bounds closer than this on the log eps axis (decades) have their labels pushed apart.
+_LABEL_CLOSE_DECADES = 0.2
+
+
+def _bound_label_positions(xs: list[float], ys: list[float | None]) -> list[str]:
+    """Where each lower-bound label sits around its triangle (plotly ``textposition``).
+
+    Centred under it, except the leftmost's (centred, it ran off the plot's left edge), and except
+    two neighbours closer than :data:`_LABEL_CLOSE_DECADES` on the log axis (3.5 and 5/km on the
+    curve's grid, whose labels overlapped at 1280 px): the left one's label goes to its left, the
+    right one's to its right.
+    """
+    labelled = [i for i, y in enumerate(ys) if y is not None]
+    positions = ["bottom center"] * len(ys)
+    if labelled:
+        positions[labelled[0]] = "bottom right"
+    for left, right in zip(labelled, labelled[1:], strict=False):
+        if math.log10(xs[right] / xs[left]) < _LABEL_CLOSE_DECADES:
+            if left != labelled[0]:
+                positions[left] = "bottom left"
+            positions[right] = "bottom right"
+    return positions
+
+
 def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, where: dict, show_legend: bool) -> None:
     """The optimal LP's certified lower bounds where it did not solve: a band with labelled triangles."""
     xs, ys, text, hover, custom = [], [], [], [], []
@@ -197,10 +221,8 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
     # A wide translucent band joining neighbouring bounds (the optimum lies on or above it) ...
     band = {"color": "rgba(17, 17, 17, 0.18)", "width": 14}
     _lp_line(fig, xs, ys, f"{label}: lower bound band", band, "lower bound band", where)
-    # ... and opaque up-pointing triangles, labelled, that carry the hover text and eps. Labels sit
-    # centred under their triangle, except the leftmost's: centred, it ran off the plot's left edge.
-    first = next(i for i, y in enumerate(ys) if y is not None)
-    positions = ["bottom right" if i == first else "bottom center" for i in range(len(ys))]
+    # ... and opaque up-pointing triangles, labelled, that carry the hover text and eps.
+    positions = _bound_label_positions(xs, ys)
     _lp_markers(
         fig,
         xs,

@@ -195,6 +195,28 @@ def test_figure(curve):
         tradeoff_figure(rows, 5.0, metric="utility")
 
 
+def test_close_bound_labels_are_pushed_apart():
+    """The curve's grid has 3.5 and 5/km 0.15 decades apart: their labels overlapped at 1280 px."""
+    pytest.importorskip("plotly")
+    from app.curve_charts import _bound_label_positions
+
+    xs = [0.5, 1.0, 2.0, 3.5, 5.0, 10.0, 20.0, 50.0]
+    ys = [1263.0, 952.0, 570.0, 377.0, 256.0, 109.0, None, None]
+    assert _bound_label_positions(xs, ys) == [
+        "bottom right",  # the leftmost: centred it ran off the plot's left edge
+        "bottom center",
+        "bottom center",
+        "bottom left",
+        "bottom right",
+        "bottom center",
+        "bottom center",
+        "bottom center",
+    ]
+    # only bounds count: a solved point between two bounds leaves them far enough apart
+    apart = ["bottom right", "bottom center", "bottom center"]
+    assert _bound_label_positions([2.0, 3.5, 5.0], [570.0, None, 256.0]) == apart
+
+
 # --- the dashboard's job ------------------------------------------------------------------------
 
 
