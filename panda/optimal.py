@@ -583,20 +583,18 @@ def _pdhg_rounds(
 ) -> tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray] | None]:
     """Row generation on restarted PDHG (``solve_optimal(method="pdhg")``); updates ``best`` and ``rounds``.
 
-    Each round runs ``round_steps`` PDHG steps (scheme :data:`PDHG_SCHEME`) on the current pair rows,
-    warm-started from the last round (its point and primal weight, and the step size of the adaptive
-    scheme; new rows' multipliers at 0). While it
-    runs, the lower bound of every checked dual point is computed (:func:`dual_bound`: valid for any
-    multipliers), and PDHG stops as soon as the gap is met (the bound is computed every 512 steps,
-    so the iterates never depend on the clock; only the deadline cuts a run). After the round it is
-    certified (the best pair multipliers for its row-sum multipliers, then an exact repair of its
-    primal point; not the first round) while that costs at most :data:`CERTIFICATE_SHARE` of the
-    rounds' time, and always when it is the last one before the deadline. Then for every right entry
-    the left end violating its row by more than :data:`PDHG_SEPARATION_REL` (relative) is added, at
-    most ``batch * K * M`` rows ranked by violation; rows are never added twice. Without new rows
-    the next round continues on the same LP. A round adding fewer rows than :data:`_GROW_BELOW` of
-    the LP's doubles the steps of the next ones (up to :data:`_MAX_GROWTH` times ``round_steps``):
-    PDHG restarts with each new LP, and once the rows settle longer runs pay more (K = 500, 30 s,
+    Each round runs ``round_steps`` PDHG steps (scheme :data:`PDHG_SCHEME`) on the current pair rows, warm-started
+    from the last round (its point and primal weight, and the step size of the adaptive scheme; new rows'
+    multipliers at 0). While it runs, the lower bound of every checked dual point is computed (:func:`dual_bound`:
+    valid for any multipliers), and PDHG stops as soon as the gap is met (the bound is computed every 512 steps, so
+    the iterates never depend on the clock; only the deadline cuts a run). After the round it is certified (the best
+    pair multipliers for its row-sum multipliers, then an exact repair of its primal point; not the first round)
+    while that costs at most :data:`CERTIFICATE_SHARE` of the rounds' time, and always when it is the last one
+    before the deadline. Then for every right entry the left end violating its row by more than
+    :data:`PDHG_SEPARATION_REL` (relative) is added, at most ``batch * K * M`` rows ranked by violation; rows are
+    never added twice. Without new rows the next round continues on the same LP. A round adding fewer rows than
+    :data:`_GROW_BELOW` of the LP's doubles the steps of the next ones (up to :data:`_MAX_GROWTH` times
+    ``round_steps``): PDHG restarts with each new LP, and once the rows settle longer runs pay more (K = 500, 30 s,
     1,024-step rounds: median gap 1.8 % against 4.5 % without).
 
     Returns the stop reason, the last rows ``(s, x, y, multipliers)`` and the point still to

@@ -215,9 +215,8 @@ def pdhg(
     dtype
         Precision of the iterations (``np.float32`` halves the memory traffic of a step, which is
         what bounds its time; the adaptive scheme's running averages and the returned point stay
-        float64). A dual
-        point of either precision gives a valid bound when evaluated in float64 (weak duality
-        holds for any multipliers).
+        float64). A dual point of either precision gives a valid bound when evaluated in float64
+        (weak duality holds for any multipliers).
     """
     t0 = time.perf_counter()
     if scheme not in SCHEMES:
