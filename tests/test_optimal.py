@@ -119,6 +119,50 @@ def test_exact_repair_from_sources_is_feasible(inst):
         exact_repair(z, exponent, eta=1e-6, sources=mask[:, :-1])
 
 
+def test_separation_passes_over_rows_already_in_the_lp(inst):
+    """A right entry whose worst row is in the LP still gets its worst row outside it (top > 1)."""
+    from panda.optimal import _new_rows, separate_right
+
+    rng = np.random.default_rng(4)
+    k, m = inst.n_records, inst.n_outputs
+    exponent = EPS * inst.d_km
+    a_full = np.where(exponent < np.log(1e6), np.exp(exponent), np.inf)
+    np.fill_diagonal(a_full, np.inf)
+    z = rng.random((k, m)) ** 6 + 1e-6
+    s1, x1, y1, _ = separate_right(z, a_full)
+    keys = np.sort((s1 * k + x1) * m + y1)  # every right entry's worst row is in the LP already
+    assert _new_rows(z, a_full, keys, k * m, top=1)[0].size == 0
+    ns, nx, ny, nk = _new_rows(z, a_full, keys, k * m, top=4)
+    assert ns.size > 0 and not np.isin(nk, keys).any()
+    assert np.unique(nx * m + ny).size == ns.size  # one row per right entry
+    # Brute force: each is the most violated of its right entry's rows outside the LP.
+    for s, x, y in zip(ns[:50], nx[:50], ny[:50], strict=True):
+        score = z[:, y] - a_full[:, x] * z[x, y]
+        score[np.isin((np.arange(k) * k + x) * m + y, keys)] = -np.inf
+        assert score[s] == pytest.approx(score.max())
+
+
+def test_exact_repair_drains_the_costliest_entries_first(inst, monkeypatch):
+    """With a cost, a row's excess leaves its costliest movable entries first: never dearer than pro rata."""
+    rng = np.random.default_rng(3)
+    exponent = EPS * inst.d_km
+    cost = inst.prior[:, None] * inst.cost_m
+    for _ in range(3):
+        z = rng.random((inst.n_records, inst.n_outputs)) ** 4
+        mask = rng.random(z.shape) < 0.1
+        runs = {}
+        for by_cost in (False, True):
+            monkeypatch.setattr(optimal, "REPAIR_BY_COST", by_cost)
+            out, info = exact_repair(z, exponent, eta=1e-6, cost=cost, sources=mask)
+            assert audit_mechanism(out, inst.d_km, EPS).passed
+            runs[by_cost] = info
+        for kind in ("up", "sources"):
+            assert runs[True][kind]["objective"] <= runs[False][kind]["objective"] * (1 + 1e-12)
+        assert min(runs[True][k]["objective"] for k in ("up", "sources")) < min(
+            runs[False][k]["objective"] for k in ("up", "sources")
+        )
+
+
 @pytest.mark.parametrize("eps", [EPS, 40.0])
 def test_near_pairs_give_the_same_repair_and_separation(kotka, eps, monkeypatch):
     """Restricting the repair and the separation to pairs within the floor radius changes nothing.
