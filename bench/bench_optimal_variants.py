@@ -28,6 +28,13 @@ Two studies, each printing one table row per measurement with the 1-minute load 
   whenever they are more than that share of the LP), per seed, one after the other::
 
       python bench/bench_optimal_variants.py drop --records 500 --seeds 0 1 2 --time-limit 30
+
+* ``constant``: ``build_lp`` (the shipped default path) with one of ``panda.optimal``'s tuning
+  constants set to each given value (Python literals: ``None``, ``0.5``, ``True``), the values
+  alternating in order from seed to seed, one process::
+
+      python bench/bench_optimal_variants.py constant PDHG_DROP_SLACK None 0.5 --seeds 0 1 2 --time-limit 30
+      python bench/bench_optimal_variants.py constant PDHG_SEPARATION_TOP 1 4 --users 20 --time-limit 20
 """
 
 from __future__ import annotations
@@ -285,10 +292,45 @@ def drop(args: argparse.Namespace) -> None:
             )
 
 
+def constant(args: argparse.Namespace) -> None:
+    """``build_lp`` with a ``panda.optimal`` constant at each value, alternating per seed; then the medians."""
+    import ast
+
+    from panda import optimal
+    from panda.mechanisms import build_lp
+
+    if not hasattr(optimal, args.name):
+        raise SystemExit(f"panda.optimal has no constant {args.name!r}")
+    values = [ast.literal_eval(v) for v in args.values]
+    gaps: dict[int, list[float]] = {i: [] for i in range(len(values))}
+    head = "K | eps | seed | time (s) | rounds | last LP rows | upper (m) | lower (m) | gap | audit | load"
+    print(f"| {args.name} | {head} |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, seed in enumerate(args.seeds):
+        inst = panda.make_instance(
+            panda.load_city(args.city), n_records=args.records, n_outputs=args.outputs, n_users=args.users, seed=seed
+        )
+        for i in range(len(values)) if n % 2 == 0 else reversed(range(len(values))):
+            setattr(optimal, args.name, values[i])
+            t0 = time.perf_counter()
+            res = build_lp(inst, args.epsilon, time_limit_s=args.time_limit)
+            d = res.details
+            gaps[i].append(100 * d["gap"])
+            print(
+                f"| {values[i]!r} | {args.records} | {args.epsilon:g} | {seed} | {time.perf_counter() - t0:.1f} | "
+                f"{d['row_generation']['n_rounds']} | {d['lp_rows']} | {d['upper_bound_m']:.2f} | "
+                f"{d['lower_bound_m']:.2f} | {100 * d['gap']:.2f} % | {d.get('audit_passed')} | {load1():.2f} |",
+                flush=True,
+            )
+    for i, value in enumerate(values):
+        per_seed = ", ".join(f"{g:.2f}" for g in gaps[i])
+        print(f"{args.name} = {value!r}: median gap {np.median(gaps[i]):.2f} % ({per_seed} %)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="study", required=True)
-    for name in ("rowset", "multilevel", "drop"):
+    for name in ("rowset", "multilevel", "drop", "constant"):
         p = sub.add_parser(name)
         p.add_argument("--city", default="neubrandenburg")
         p.add_argument("--records", type=int, default=500)
@@ -317,8 +359,14 @@ def main() -> None:
     dr.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.5])
     dr.add_argument("--gap", type=float, default=0.005)
     dr.add_argument("--time-limit", type=float, default=30.0)
+    c = sub.choices["constant"]
+    c.add_argument("name", help="a constant of panda.optimal, e.g. PDHG_DROP_SLACK")
+    c.add_argument("values", nargs="+", help="Python literals")
+    c.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    c.add_argument("--users", type=int, default=50)
+    c.add_argument("--time-limit", type=float, default=30.0)
     args = ap.parse_args()
-    {"rowset": rowset, "multilevel": multilevel, "drop": drop}[args.study](args)
+    {"rowset": rowset, "multilevel": multilevel, "drop": drop, "constant": constant}[args.study](args)
 
 
 if __name__ == "__main__":

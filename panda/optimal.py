@@ -120,12 +120,14 @@ _LAST_ROUND_MIN = 0.25
 REPAIR_BY_COST = True
 
 #: ``method="pdhg"``: separation looks at this many most violated left ends of every right entry and
-#: adds the worst whose row is not in the LP yet. With one, a right entry whose worst row is already in the LP (a
-#: PDHG point violates its own rows a little) got no row at all: 1,425 of the 2,375 right entries
-#: with a violated row outside the LP at the end of a 30-s run (K = 500, seed 2). Measured with
-#: ``method="pdhg"`` (docs/benchmarks.md, tenth pass). Dual simplex satisfies its rows to 1e-7 and
-#: looks at one (Rome K = 2000, 150 s: 11.8 % with one, 12.2 % with four).
-PDHG_SEPARATION_TOP = 4
+#: adds the worst whose row is not in the LP yet. With one, a right entry whose worst row is already
+#: in the LP (a PDHG point violates its own rows a little) gets no row that round: 1,425 of the 2,375
+#: right entries with a violated row outside the LP at the end of a 30-s run (K = 500, 5/km, seed 2).
+#: Four fixed that and helped at 5/km (K = 500, 30 s, seeds 0-7: median gap 0.45 against 0.59 %) but
+#: hurt at 1/km, where the LP is 300-350 k rows and the extra rows slow every step (seeds 0-5: 3.96
+#: and 7.46 against 2.33 and 4.36 %, two runs of three seeds under load); so one, for now
+#: (docs/benchmarks.md, tenth pass). Dual simplex always looks at one.
+PDHG_SEPARATION_TOP = 1
 
 #: A left-out pair row counts as violated when ``z[s, y] - a z[x, y]`` exceeds this (absolute).
 SEPARATION_TOL = 1e-9
