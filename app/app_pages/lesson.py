@@ -359,7 +359,9 @@ m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_he
 # ---------------------------------------------------------------------------------------------
 # Map (left) and tabs (right)
 with left:
-    mc1, mc2, mc3 = st.columns([4, 3, 2], vertical_alignment="center")
+    # The rightmost column stays empty: once a place is picked, the map's toolbar (clear selection,
+    # fullscreen) sits over the top right of the row above the map and covered the Draw button's centre.
+    mc1, mc2, mc3, _ = st.columns([4, 3, 2.5, 1.5], vertical_alignment="center")
     mode = (
         mc1.segmented_control(
             "Map shows",
