@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -316,6 +318,13 @@ def slow(kotka):
 @pytest.mark.parametrize("name", ["lp", "lp-ca", "lp-bd", "lp-em"])
 def test_time_limit_reports_unsolved(slow, name):
     result = BASELINES[name](slow, EPS, time_limit_s=0.005)
+    if name == "lp" and result.matrix is not None:
+        # On an idle machine the certified LP's first round can fit in 5 ms: then it returns that
+        # round's audited mechanism with both bounds, still unsolved (CI saw "gap 74.2 %").
+        assert re.match(r"unsolved: gap [0-9.]+ % at time limit after", result.status), result.status
+        assert not result.solved and result.details["audit_passed"]
+        assert result.details["lower_bound_m"] < result.loss_m == pytest.approx(result.details["upper_bound_m"])
+        return
     assert result.status.startswith("unsolved: time limit after"), result.status
     assert result.matrix is None and not result.solved
     assert np.isnan(result.loss_m)
