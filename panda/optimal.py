@@ -293,6 +293,8 @@ def _balance(
     is drained below ``floor``. With ``cost`` (and :data:`REPAIR_BY_COST`) a row drains its costliest
     entries first and fills its cheapest first; without, every entry moves by the same share of its room.
     """
+    # The order a row's entries move in (costliest drained first, cheapest filled first): once, not per pass.
+    order = np.argsort(cost if up else -cost, axis=1, kind="stable") if cost is not None and REPAIR_BY_COST else None
     passes = 0
     for passes in range(1, max_passes + 1):  # noqa: B007 (reported)
         off = (1.0 - z.sum(axis=1)) if up else (z.sum(axis=1) - 1.0)
@@ -307,8 +309,7 @@ def _balance(
         take = np.minimum(np.clip(off, 0.0, None), total)
         if take.max() <= _SUM_TOL:
             break
-        if cost is not None and REPAIR_BY_COST:
-            order = np.argsort(cost if up else -cost, axis=1, kind="stable")
+        if order is not None:
             move = _greedy_take(room, take, order)
             z = z + move if up else z - move
             continue
