@@ -318,8 +318,17 @@ def _network_controls() -> panda.RoadNetwork:
 
 
 def _clamp(key: str, low: float, high: float) -> None:
+    """Keep a number widget's value in ``[low, high]``, remembering the value the person chose.
+
+    A smaller city clamps K (Kotka has 224 nodes); switching back to a larger one restores the
+    K the person had asked for instead of keeping the clamped value.
+    """
     ss = st.session_state
-    ss[key] = type(ss[key])(min(max(ss[key], low), high))
+    wanted, shown = f"_{key}_wanted", f"_{key}_shown"
+    if ss.get(shown) != ss[key] or wanted not in ss:  # set by the person, a preset or a link
+        ss[wanted] = ss[key]
+    ss[key] = type(ss[key])(min(max(ss[wanted], low), high))
+    ss[shown] = ss[key]
 
 
 def render() -> Params:

@@ -442,3 +442,23 @@ def test_compare_offers_the_optimal_lp_and_the_papers_lp_bd():
     assert rows.loc["Optimal LP", "violation_rate"] == 0  # certified: an exactly audited mechanism
     assert rows.loc["Paper's LP+BD", "status"] == "solved"
     assert "not eps-mDP" in rows.loc["Paper's LP+BD", "detail"]  # said plainly; its audit shows the violations
+
+
+def test_a_smaller_city_clamps_k_and_a_larger_one_gives_it_back():
+    # Kotka has 224 nodes: K = 300 is clamped there; back on the default city the K asked for returns.
+    at = run_ok(make_app(K="300", N="10", M="40"))
+    assert at.number_input(key="w_K").value == 300
+    at.selectbox(key="w_city").set_value("kotka")
+    run_ok(at)
+    assert at.number_input(key="w_K").value == 224
+    at.selectbox(key="w_city").set_value("neubrandenburg")
+    run_ok(at)
+    assert at.number_input(key="w_K").value == 300
+    # A K chosen on the small city is the one kept.
+    at.selectbox(key="w_city").set_value("kotka")
+    run_ok(at)
+    at.number_input(key="w_K").set_value(150)
+    run_ok(at)
+    at.selectbox(key="w_city").set_value("neubrandenburg")
+    run_ok(at)
+    assert at.number_input(key="w_K").value == 150

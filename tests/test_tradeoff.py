@@ -96,8 +96,14 @@ def test_panda_rows_count_phase_one(curve, tiny):
 def test_an_impossible_time_limit_is_a_row(tiny):
     (row,) = tradeoff_curve(tiny, ("lp",), (2.0,), lp_time_limit_s=1e-3)
     assert row["outcome"] in ("time limit", "failed") and row["status"].startswith(("unsolved", "failed"))
-    assert not row["audited"] and math.isnan(row["loss_m"])
     bound = row["lower_bound_m"]
+    if row["audited"]:
+        # PDHG (dense instances) always finishes its first round: an audited, unsolved mechanism
+        # with both bounds is returned, however short the limit.
+        assert row["status"].startswith("unsolved: gap") and row["audit_passed"]
+        assert 0 < bound < row["loss_m"]
+        return
+    assert math.isnan(row["loss_m"])
     assert math.isnan(bound) or bound > 0
 
 

@@ -325,7 +325,9 @@ err_a = lesson.expected_error_m(rows.row_a, inst.cost_m[pa]) if rows.row_a is no
 m1.metric(
     "Error at A",
     fmt_m(err_a),
-    help="Average road distance between place A and its report: what privacy costs this person.",
+    help="What privacy costs this person: how much A's report changes the road distance to the service's tasks, "
+    "|road(task, A) - road(task, report)|, averaged over the tasks and A's reports. It is the utility cost every "
+    "mechanism here is judged by (the optimal mechanism minimises it), not the distance from A to its report.",
 )
 adv = rows.numbers.get("adversary_error_m", float("nan"))
 m2.metric(

@@ -185,19 +185,23 @@ LP_METHODS = ("certified", "exact")
 LP_STARTS = ("auto", "outputs", "spanner")
 
 #: ``start="auto"`` picks the spanner and PDHG when records have at least this many others within
-#: the floor radius ln(1/eta)/eps on average (measured, docs/benchmarks.md: PDHG wins at 206, 405 and
-#: 499 - Neubrandenburg K = 500 and 1000 at 5/km, K = 500 at 1/km - and loses at 79, 70 and 30 -
-#: Neubrandenburg K = 200, Rome K = 2000, Neubrandenburg K = 500 at 20/km).
-AUTO_PDHG_NEIGHBOURS = 150
+#: the floor radius ln(1/eta)/eps on average. Measured side by side (docs/benchmarks.md, eleventh
+#: pass; seeds 0-2, median time to a gap of 0.5 % or the gap at the limit, PDHG against dual simplex):
+#: Rome K = 2000 (70 neighbours, 300 s) 63.9 s against 265.5 s (gap 2.90 %); Neubrandenburg K = 500
+#: at 10/km (84, 30 s) 0.50 against 25.2 %; K = 200 at 5/km (79) 16.1 s against 17.4 % at 30 s;
+#: K = 100 at 3.5/km (70) 5.0 against 19.1 s; Rome K = 1000 (35) 14.0 against 21.2 s; Neubrandenburg
+#: K = 500 at 20/km (30) 5.8 against 7.4 s; Rome K = 500 (19) 2.9 against 1.5 s (dual simplex
+#: wins). The earlier threshold, 150, dated from before slack rows left PDHG's LP.
+AUTO_PDHG_NEIGHBOURS = 30
 
-#: (An earlier rule kept dual simplex under a 30-s budget below 400 neighbours: PDHG's bound had
-#: lagged on the dashboard's 20-s points. Since PDHG's step got faster it wins there too: K = 500,
-#: N = 20, 20 s, two runs at a time as on the curve: 5/km bound 207.9 against 186.4 m, 3.5/km
-#: 358.4 against 228.1 m; alone, 2/km 547.9 against 278.1 m.)
-#: ... and only up to this many records: on Rome K = 5000 (187 neighbours) PDHG's steps are too slow
-#: (30 min: gap 67.8 %, bound 273.9 m, against 16.8 % and 324.7 m for dual simplex); it wins at
-#: K = 500 and 1000. The cap between them is not measured more finely.
-AUTO_PDHG_MAX_RECORDS = 2000
+#: (No cap on the records any more: the earlier one, 2,000, came from Rome K = 5000, where PDHG had
+#: reached a gap of 67.8 % in 30 min against 16.8 % for dual simplex; it now solves that instance to
+#: 0.39 % in 349 s, seed 0. Earlier still, dual simplex was kept under a 30-s budget below 400
+#: neighbours, until PDHG's step got faster.)
+
+#: ... and only for a gap target at least this large: PDHG iterates in single precision and stops
+#: at a gap; a tighter target (``gap=0``: until no row is violated) needs dual simplex's vertices.
+AUTO_PDHG_MIN_GAP = 1e-3
 
 #: ``start="spanner"``: the spanner's dilation, and how far from an output (as a share of the floor
 #: radius ln(1/eta)/eps) a record may be to be a left end of its rows (measured, docs/benchmarks.md).
@@ -261,8 +265,8 @@ def build_lp(
     start
         Certified method, the first LP and the solver. ``"auto"`` (the default): ``"spanner"``
         when the records have on average at least :data:`AUTO_PDHG_NEIGHBOURS` others within the
-        floor radius ``ln(1/eta) / eps`` (dense: many pair rows) and there are at most
-        :data:`AUTO_PDHG_MAX_RECORDS` records, else ``"outputs"``.
+        floor radius ``ln(1/eta) / eps`` (dense: many pair rows) and ``gap`` is at least
+        :data:`AUTO_PDHG_MIN_GAP`, else ``"outputs"``.
         ``"outputs"``: each output's own record is the left end of a row to every record, then
         warm dual simplex rounds (exact, and fast while the LP stays small). ``"spanner"``: the
         pair rows of a greedy 1.25-spanner at every output, for left ends within 0.72 of the floor
@@ -343,13 +347,12 @@ def mean_floor_neighbours(d_km: np.ndarray, eps: float, eta: float) -> float:
     return float(((np.asarray(d_km) < np.log(1.0 / eta) / eps).sum() - k) / max(k, 1))
 
 
-def auto_start(neighbours: float, n_records: int) -> str:
-    """``start="auto"``: ``"spanner"`` (PDHG) on dense, not too large instances, else ``"outputs"``.
+def auto_start(neighbours: float) -> str:
+    """``start="auto"``: ``"spanner"`` (PDHG) on dense instances, else ``"outputs"`` (dual simplex).
 
-    Dense: at least :data:`AUTO_PDHG_NEIGHBOURS` records within the floor radius on average; not
-    too large: at most :data:`AUTO_PDHG_MAX_RECORDS` records.
+    Dense: at least :data:`AUTO_PDHG_NEIGHBOURS` records within the floor radius on average.
     """
-    return "spanner" if neighbours >= AUTO_PDHG_NEIGHBOURS and n_records <= AUTO_PDHG_MAX_RECORDS else "outputs"
+    return "spanner" if neighbours >= AUTO_PDHG_NEIGHBOURS else "outputs"
 
 
 def _build_certified(
@@ -360,7 +363,7 @@ def _build_certified(
     cost = instance.prior[:, None] * instance.cost_m
     neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
     if start == "auto":
-        start = auto_start(neighbours, instance.n_records)
+        start = auto_start(neighbours) if gap >= AUTO_PDHG_MIN_GAP else "outputs"
     spanner = start == "spanner"
     outputs = instance.outputs
 
