@@ -191,8 +191,11 @@ LP_STARTS = ("auto", "outputs", "spanner")
 #: at 10/km (84, 30 s) 0.50 against 25.2 %; K = 200 at 5/km (79) 16.1 s against 17.4 % at 30 s;
 #: K = 100 at 3.5/km (70) 5.0 against 19.1 s; Rome K = 1000 (35) 14.0 against 21.2 s; Neubrandenburg
 #: K = 500 at 20/km (30) 5.8 against 7.4 s; Rome K = 500 (19) 2.9 against 1.5 s (dual simplex
-#: wins). The earlier threshold, 150, dated from before slack rows left PDHG's LP.
-AUTO_PDHG_NEIGHBOURS = 30
+#: wins). At 30-35 neighbours each wins on some seeds (Rome K = 1000: 25.0 against 12.2 s on seed 0;
+#: 20/km: 26.7 against 10.9 s on seed 1), and on the dashboard's curve (K = 500, 20 s, two solves at
+#: a time) 20/km was solved by dual simplex and not by PDHG (bound 63 m): so PDHG from 40 on. The
+#: earlier threshold, 150, dated from before slack rows left PDHG's LP.
+AUTO_PDHG_NEIGHBOURS = 40
 
 #: (No cap on the records any more: the earlier one, 2,000, came from Rome K = 5000, where PDHG had
 #: reached a gap of 67.8 % in 30 min against 16.8 % for dual simplex; it now solves that instance to
