@@ -236,6 +236,7 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         text=text,
         textposition=positions,
         textfont={"size": 11, "color": color},
+        cliponaxis=False,  # a bound near the axis keeps its label (eps = 5 lost it under the x axis at 1280 px)
         customdata=custom,
         hovertext=hover,
     )

@@ -188,6 +188,7 @@ def test_figure(curve):
     assert len(vlines) == 1
     (bound,) = [t for t in fig.data if t.meta and t.meta.get("kind") == "lower bound"]
     assert list(bound.y)[0] == 123.0 and bound.y[1] is None and "LP ≥ 123 m" in bound.text[0]
+    assert bound.cliponaxis is False  # a bound near the x axis keeps its label
     assert "no mechanism can do better than 123 m" in bound.hovertext[0]
     assert [c[0] for c in bound.customdata] == list(EPS)
     assert any("no bound" in a.text for a in fig.layout.annotations)
