@@ -34,7 +34,7 @@ Two studies, each printing one table row per measurement with the 1-minute load 
   alternating in order from seed to seed, one process::
 
       python bench/bench_optimal_variants.py constant PDHG_DROP_SLACK None 0.5 --seeds 0 1 2 --time-limit 30
-      python bench/bench_optimal_variants.py constant PDHG_SEPARATION_TOP 1 4 --users 20 --time-limit 20
+      python bench/bench_optimal_variants.py constant CERTIFICATE_SHARE 0.25 0.1 --epsilon 1
 """
 
 from __future__ import annotations

@@ -119,16 +119,6 @@ _LAST_ROUND_MIN = 0.25
 #: 5/km, 30 s, seeds 0-2: loss 268.56 / 264.45 / 290.03 m against 269.07 / 264.63 / 290.60 m.
 REPAIR_BY_COST = True
 
-#: ``method="pdhg"``: separation looks at this many most violated left ends of every right entry and
-#: adds the worst whose row is not in the LP yet. With one, a right entry whose worst row is already
-#: in the LP (a PDHG point violates its own rows a little) gets no row that round: 1,425 of the 2,375
-#: right entries with a violated row outside the LP at the end of a 30-s run (K = 500, 5/km, seed 2).
-#: Four fixed that and helped at 5/km (K = 500, 30 s, seeds 0-7: median gap 0.45 against 0.59 %) but
-#: hurt at 1/km, where the LP is 300-350 k rows and the extra rows slow every step (seeds 0-5: 3.96
-#: and 7.46 against 2.33 and 4.36 %, two runs of three seeds under load); so one, for now
-#: (docs/benchmarks.md, tenth pass). Dual simplex always looks at one.
-PDHG_SEPARATION_TOP = 1
-
 #: A left-out pair row counts as violated when ``z[s, y] - a z[x, y]`` exceeds this (absolute).
 SEPARATION_TOL = 1e-9
 
@@ -527,11 +517,9 @@ def best_pair_multipliers(
 
 
 def separate_right(
-    z: np.ndarray, a_full: np.ndarray, *, tol: float = SEPARATION_TOL, near: _Near | None = None, top: int = 1
+    z: np.ndarray, a_full: np.ndarray, *, tol: float = SEPARATION_TOL, near: _Near | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For every right entry ``(x, y)`` the left end ``s`` violating ``z[s, y] <= a[s, x] z[x, y]`` most.
-
-    ``top > 1``: the ``top`` most violated left ends of every right entry (in no particular order).
 
     ``a_full`` is ``(K, K)``: ``exp(eps d)`` on the pairs to check, ``inf`` elsewhere (diagonal,
     pairs implied by the floor). Returns ``s, x, y`` of the violated rows (beyond ``tol``) and
@@ -558,14 +546,11 @@ def separate_right(
             left = z[index]
         with np.errstate(invalid="ignore"):
             v = left - a[:, :, None] * z[rows, None, :]  # (x, s, y)
-        if top == 1:
-            best = np.argmax(v, axis=1)[:, None, :]  # (x, 1, y)
-        else:
-            best = np.argpartition(-np.nan_to_num(v, nan=-np.inf), min(top, v.shape[1]) - 1, axis=1)[:, :top]
-        val = np.take_along_axis(v, best, axis=1)  # (x, top, y)
-        xx, tt, yy = np.nonzero(val > tol)
-        ss = index[xx, best[xx, tt, yy]]
-        return ss, rows[xx], yy, val[xx, tt, yy] / (a_full[ss, rows[xx]] * z[rows[xx], yy])
+        best = np.argmax(v, axis=1)  # (x, y)
+        val = np.take_along_axis(v, best[:, None, :], axis=1)[:, 0]
+        xx, yy = np.nonzero(val > tol)
+        ss = index[xx, best[xx, yy]]
+        return ss, rows[xx], yy, val[xx, yy] / (a_full[ss, rows[xx]] * z[rows[xx], yy])
 
     parts = thread_map(block, blocks)
     if not parts:
@@ -579,32 +564,20 @@ def separate_right(
 
 
 def _new_rows(
-    z: np.ndarray,
-    a_full: np.ndarray,
-    keys: np.ndarray,
-    cap: int,
-    *,
-    min_score: float = 0.0,
-    near: _Near | None = None,
-    top: int = 1,
+    z: np.ndarray, a_full: np.ndarray, keys: np.ndarray, cap: int, *, min_score: float = 0.0, near: _Near | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Violated pair rows not yet in the LP: ``s, x, y`` and their keys, at most ``cap``, most violated first.
 
-    :func:`separate_right` on ``z`` (its ``top`` worst left ends of every right entry);
-    rows whose relative violation is not above ``min_score`` and rows whose key ``(s K + x) M + y`` is
-    in ``keys`` are left out, and of the rest each right entry keeps its most violated one (absolute
-    violation, as :func:`separate_right` ranks).
+    :func:`separate_right` on ``z``; rows whose relative violation is not above ``min_score`` and
+    rows whose key ``(s K + x) M + y`` is in ``keys`` are left out. (A right entry whose worst row is
+    already in the LP gets none that round; adding its worst row outside the LP instead was measured
+    and lost at 1/km: docs/benchmarks.md, tenth and eleventh passes.)
     """
     k, m = z.shape
-    ns, nx, ny, score = separate_right(z, a_full, near=near, top=top)
+    ns, nx, ny, score = separate_right(z, a_full, near=near)
     new_keys = (ns * k + nx) * m + ny
     keep = (score > min_score) & ~np.isin(new_keys, keys)
     ns, nx, ny, score, new_keys = (arr[keep] for arr in (ns, nx, ny, score, new_keys))
-    if top > 1:  # the most violated left end not in the LP, per right entry (by separate_right's measure)
-        order = np.lexsort((-score * a_full[ns, nx] * z[nx, ny], nx * m + ny))
-        _, first = np.unique((nx * m + ny)[order], return_index=True)
-        pick = np.sort(order[first])
-        ns, nx, ny, score, new_keys = (arr[pick] for arr in (ns, nx, ny, score, new_keys))
     if ns.size > cap:
         top = np.argsort(-score, kind="stable")[:cap]
         ns, nx, ny, new_keys = ns[top], nx[top], ny[top], new_keys[top]
@@ -813,13 +786,7 @@ def _pdhg_rounds(
             entry["rows_dropped"] = int(drop.sum())
         cap = max(1, int(batch * k * m))
         ns, nx, ny, new_keys = _new_rows(
-            np.maximum(z, eta).astype(np.float32),
-            a_sep,
-            keys,
-            cap,
-            min_score=PDHG_SEPARATION_REL,
-            near=near,
-            top=PDHG_SEPARATION_TOP,
+            np.maximum(z, eta).astype(np.float32), a_sep, keys, cap, min_score=PDHG_SEPARATION_REL, near=near
         )
         entry["rows_added"] = int(ns.size)
         if ns.size < _GROW_BELOW * s_rows.size:  # few new rows: the LP settles, let PDHG run longer

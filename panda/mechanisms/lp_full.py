@@ -197,13 +197,13 @@ LP_STARTS = ("auto", "outputs", "spanner")
 #: earlier threshold, 150, dated from before slack rows left PDHG's LP.
 AUTO_PDHG_NEIGHBOURS = 40
 
-#: (No cap on the records any more: the earlier one, 2,000, came from Rome K = 5000, where PDHG had
+#: (There is no cap on the records: the earlier one, 2,000, came from Rome K = 5000, where PDHG had
 #: reached a gap of 67.8 % in 30 min against 16.8 % for dual simplex; it now solves that instance to
-#: 0.39 % in 349 s, seed 0. Earlier still, dual simplex was kept under a 30-s budget below 400
-#: neighbours, until PDHG's step got faster.)
+#: the 0.5 % gap in 474 s, median of seeds 0-2.)
 
-#: ... and only for a gap target at least this large: PDHG iterates in single precision and stops
-#: at a gap; a tighter target (``gap=0``: until no row is violated) needs dual simplex's vertices.
+#: ``start="auto"`` picks PDHG only for a gap target at least this large: PDHG iterates in single
+#: precision and stops at a gap; a tighter target (``gap=0``: until no row is violated) needs dual
+#: simplex's vertices.
 AUTO_PDHG_MIN_GAP = 1e-3
 
 #: ``start="spanner"``: the spanner's dilation, and how far from an output (as a share of the floor
@@ -276,10 +276,9 @@ def build_lp(
         radius of it, solved by restarted PDHG (:mod:`panda.pdhg`) from the exponential mechanism,
         warm from round to round, violated rows added (and slack rows dropped) after every round of
         2 K steps, at least 1,024 (more once few rows come in). Every PDHG dual point is a proven
-        bound and every certified primal point is repaired exactly, so it certifies large dense
+        bound and every certified primal point is repaired exactly, so it certifies dense
         instances far sooner (Neubrandenburg K = 500 in 30 s: median gap 0.6 % over seeds 0-7
-        against 39 % by dual simplex; docs/benchmarks.md) but converges slowly at the end (K = 100:
-        28 s to 0.5 % against 7 s).
+        against 39 % by dual simplex; Rome K = 2000: 64 s against 266 s; docs/benchmarks.md).
 
     Notes
     -----
@@ -350,12 +349,13 @@ def mean_floor_neighbours(d_km: np.ndarray, eps: float, eta: float) -> float:
     return float(((np.asarray(d_km) < np.log(1.0 / eta) / eps).sum() - k) / max(k, 1))
 
 
-def auto_start(neighbours: float) -> str:
+def auto_start(neighbours: float, gap: float) -> str:
     """``start="auto"``: ``"spanner"`` (PDHG) on dense instances, else ``"outputs"`` (dual simplex).
 
-    Dense: at least :data:`AUTO_PDHG_NEIGHBOURS` records within the floor radius on average.
+    Dense: at least :data:`AUTO_PDHG_NEIGHBOURS` records within the floor radius on average; and
+    the gap target must be at least :data:`AUTO_PDHG_MIN_GAP` (an exact optimum needs dual simplex).
     """
-    return "spanner" if neighbours >= AUTO_PDHG_NEIGHBOURS else "outputs"
+    return "spanner" if neighbours >= AUTO_PDHG_NEIGHBOURS and gap >= AUTO_PDHG_MIN_GAP else "outputs"
 
 
 def _build_certified(
@@ -366,7 +366,7 @@ def _build_certified(
     cost = instance.prior[:, None] * instance.cost_m
     neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
     if start == "auto":
-        start = auto_start(neighbours) if gap >= AUTO_PDHG_MIN_GAP else "outputs"
+        start = auto_start(neighbours, gap)
     spanner = start == "spanner"
     outputs = instance.outputs
 
