@@ -35,6 +35,7 @@ Two studies, each printing one table row per measurement with the 1-minute load 
 
       python bench/bench_optimal_variants.py constant PDHG_DROP_SLACK None 0.5 --seeds 0 1 2 --time-limit 30
       python bench/bench_optimal_variants.py constant CERTIFICATE_SHARE 0.25 0.1 --epsilon 1
+      python bench/bench_optimal_variants.py constant pdhg.BLOCK_STEPS False True --time-limit 30
 """
 
 from __future__ import annotations
@@ -293,14 +294,19 @@ def drop(args: argparse.Namespace) -> None:
 
 
 def constant(args: argparse.Namespace) -> None:
-    """``build_lp`` with a ``panda.optimal`` constant at each value, alternating per seed; then the medians."""
-    import ast
+    """``build_lp`` with a ``panda.optimal`` constant at each value, alternating per seed; then the medians.
 
-    from panda import optimal
+    ``module.NAME`` names a constant of another module of ``panda`` (``pdhg.BLOCK_STEPS``).
+    """
+    import ast
+    import importlib
+
     from panda.mechanisms import build_lp
 
-    if not hasattr(optimal, args.name):
-        raise SystemExit(f"panda.optimal has no constant {args.name!r}")
+    module_name, _, name = args.name.rpartition(".")
+    module = importlib.import_module(f"panda.{module_name or 'optimal'}")
+    if not hasattr(module, name):
+        raise SystemExit(f"{module.__name__} has no constant {name!r}")
     values = [ast.literal_eval(v) for v in args.values]
     gaps: dict[int, list[float]] = {i: [] for i in range(len(values))}
     head = "K | eps | seed | time (s) | rounds | last LP rows | upper (m) | lower (m) | gap | audit | load"
@@ -311,7 +317,7 @@ def constant(args: argparse.Namespace) -> None:
             panda.load_city(args.city), n_records=args.records, n_outputs=args.outputs, n_users=args.users, seed=seed
         )
         for i in range(len(values)) if n % 2 == 0 else reversed(range(len(values))):
-            setattr(optimal, args.name, values[i])
+            setattr(module, name, values[i])
             t0 = time.perf_counter()
             res = build_lp(inst, args.epsilon, time_limit_s=args.time_limit)
             d = res.details
@@ -360,7 +366,7 @@ def main() -> None:
     dr.add_argument("--gap", type=float, default=0.005)
     dr.add_argument("--time-limit", type=float, default=30.0)
     c = sub.choices["constant"]
-    c.add_argument("name", help="a constant of panda.optimal, e.g. PDHG_DROP_SLACK")
+    c.add_argument("name", help="a constant of panda.optimal (PDHG_DROP_SLACK) or of another module (pdhg.BLOCK_STEPS)")
     c.add_argument("values", nargs="+", help="Python literals")
     c.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     c.add_argument("--users", type=int, default=50)

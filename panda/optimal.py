@@ -106,8 +106,10 @@ CERTIFICATE_SHARE = 0.25
 _BOUND_EVERY_STEPS = 512
 
 #: ``method="pdhg"``: a round adding fewer rows than this share of the LP's pair rows doubles the
-#: next rounds' steps, up to this many times ``round_steps``.
-_GROW_BELOW, _MAX_GROWTH = 0.05, 8
+#: next rounds' steps, up to this many times ``round_steps``. With the compiled steps (2.2x faster)
+#: shorter rounds pay: K = 500, 30 s, seeds 0-5, 5/km: every seed solved with 2 (median 12.2 s),
+#: 3 of 6 with 8; 1/km: median gap 0.22 % with 2, 0.40 % with 4 (docs/benchmarks.md, twelfth pass).
+_GROW_BELOW, _MAX_GROWTH = 0.05, 2
 
 #: ``method="pdhg"``: no round starts when less than this share of the last round's time is left
 #: before the deadline (after the certificate's share); the last round is certified instead.
@@ -728,6 +730,7 @@ def _pdhg_rounds(
             callback_every_steps=_BOUND_EVERY_STEPS,  # by steps, not seconds: reproducible
             dtype=np.float32,  # the bound is evaluated in float64 (valid for any multipliers)
             scheme=PDHG_SCHEME,
+            blocks=(k, m),  # output-major, rows sorted by output: Halpern's steps run compiled
         )
         bound(run.x, run.y)
         round_time = run.time_s
@@ -735,7 +738,7 @@ def _pdhg_rounds(
         steps_done += run.iterations
         solved_rows = (s_rows, x_rows, y_rows, np.clip(run.y[k:], 0.0, None))
         z, u = run.x.reshape(m, k).T, run.y[:k]
-        entry: dict = {"rows": int(k + s_rows.size), "status": "pdhg", "iterations": run.iterations}
+        entry: dict = {"rows": int(k + s_rows.size), "status": "pdhg", "iterations": run.iterations, "steps": run.steps}
         entry["solve_s"] = run.time_s
         rounds.append(entry)
         work_s += time.perf_counter() - tr

@@ -145,3 +145,76 @@ def test_single_precision_converges_and_its_bounds_are_valid():
     assert bounds and max(bounds) <= opt + 1e-9 * max(1.0, abs(opt))
     assert box_dual_bound(c, a, b, lower, upper, res.y) == pytest.approx(opt, abs=1e-3 * max(1.0, abs(opt)))
     assert (res.x >= lower).all() and (res.x <= upper).all()
+
+
+def _block_lp(seed: int, k: int = 14, m: int = 6):
+    """The optimal mDP LP's form on random data (panda._pdhg_blocks): output-major columns (entry (r, y) is
+    column y k + r), k row sums, then pair rows ``a z[x, y] - z[s, y] >= 0`` sorted by output."""
+    rng = np.random.default_rng(seed)
+    pts = rng.uniform(0.0, 1.0, (k, 2))
+    d = np.linalg.norm(pts[:, None] - pts[None], axis=2)
+    s, x = np.nonzero(~np.eye(k, dtype=bool))
+    rows = [(si, xi, y) for y in range(m) for si, xi in zip(s, x, strict=True) if rng.random() < 0.5]
+    s, x, y = (np.array(v) for v in zip(*rows, strict=True))
+    n = s.size
+    pairs = sp.csr_matrix(
+        (np.r_[-np.ones(n), np.exp(2.0 * d[s, x])], (np.r_[np.arange(n), np.arange(n)], np.r_[y * k + s, y * k + x])),
+        shape=(n, k * m),
+    )
+    sums = sp.csr_matrix((np.ones(k * m), (np.tile(np.arange(k), m), np.arange(k * m))), shape=(k, k * m))
+    a = sp.vstack([sums, pairs]).tocsr()
+    b = np.r_[np.ones(k), np.zeros(n)]
+    c = rng.uniform(0.0, 3.0, k * m)
+    return c, a, b, k, np.full(k * m, 1e-3), np.ones(k * m)
+
+
+def test_the_compiled_block_steps_take_numpys_steps(monkeypatch):
+    """Halpern's steps compiled for the block form (both cores) follow numpy's, up to float32 rounding."""
+    from panda import _pdhg_blocks
+    from panda import pdhg as pdhg_module
+
+    assert _pdhg_blocks.AVAILABLE  # numba is a dependency
+    c, a, b, k, lower, upper = _block_lp(0)
+    runs = {}
+    for compiled in (False, True):
+        monkeypatch.setattr(pdhg_module, "BLOCK_STEPS", compiled)
+        runs[compiled] = pdhg(
+            c, a, b, k, lower, upper, time_limit_s=60.0, max_iterations=640, dtype=np.float32, blocks=(k, 6)
+        )
+    assert runs[False].steps == "numpy" and runs[True].steps == "compiled"
+    assert runs[False].iterations == runs[True].iterations == 640  # the same restarts, the same checks
+    np.testing.assert_allclose(runs[True].x, runs[False].x, atol=1e-4)
+    np.testing.assert_allclose(runs[True].y, runs[False].y, atol=1e-4 * np.abs(runs[False].y).max())
+    assert runs[True].omega == pytest.approx(runs[False].omega, rel=1e-3)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_compiled_block_steps_reach_the_highs_optimum(seed):
+    c, a, b, k, lower, upper = _block_lp(seed)
+    opt = _highs_optimum(c, a, b, k, lower, upper)
+    bounds: list[float] = []
+
+    def on_check(x, y):
+        bounds.append(box_dual_bound(c, a, b, lower, upper, y))
+        return False
+
+    options = {"on_check": on_check, "check_every_s": 0.0, "dtype": np.float32, "blocks": (k, 6)}
+    res = pdhg(c, a, b, k, lower, upper, time_limit_s=5.0, **options)
+    assert res.steps == "compiled"
+    assert bounds and max(bounds) <= opt + 1e-9 * max(1.0, abs(opt))  # weak duality, at every check
+    # The best bound (a float32 point's own bound is noisy: numpy's steps alike) and the primal point.
+    assert max(bounds) == pytest.approx(opt, rel=1e-4)
+    assert c @ res.x == pytest.approx(opt, rel=1e-4)
+
+
+def test_an_lp_without_the_block_form_is_refused():
+    c, a, b, n_eq, lower, upper = _random_lp(5)
+    b = np.r_[b[:n_eq], np.zeros(b.size - n_eq)]
+    with pytest.raises(ValueError, match="the first k rows must be the row sums"):
+        pdhg(c, a, b, n_eq, lower, upper, time_limit_s=1.0, blocks=(n_eq, 12))
+    c, a, b, k, lower, upper = _block_lp(3)
+    with pytest.raises(ValueError, match="b = 0"):
+        pdhg(c, a, np.r_[b[:-1], 1.0], k, lower, upper, time_limit_s=1.0, blocks=(k, 6))
+    shuffled = sp.vstack([a[:k], a[k:][np.random.default_rng(0).permutation(a.shape[0] - k)]]).tocsr()
+    with pytest.raises(ValueError, match="sorted by block"):
+        pdhg(c, shuffled, b, k, lower, upper, time_limit_s=1.0, blocks=(k, 6))
