@@ -478,7 +478,7 @@ def test_auto_start_picks_pdhg_on_dense_instances(kotka):
     assert auto_start(79, 0.005) == "spanner" and auto_start(84, 0.005) == "spanner"  # K = 200, K = 500 at 10/km
     assert auto_start(70, 0.005) == "spanner" and auto_start(187, 0.005) == "spanner"  # Rome K = 2000, 5000
     assert auto_start(19, 0.005) == "outputs"  # Rome K = 500: sparse, dual simplex is faster
-    assert auto_start(30, 0.005) == "outputs" and auto_start(35, 0.005) == "outputs"  # 20/km, Rome K = 1000: even
+    assert auto_start(30, 0.005) == "spanner" and auto_start(35, 0.005) == "spanner"  # 20/km, Rome K = 1000
     assert auto_start(499, 0.0) == "outputs"  # an exact optimum: dual simplex, however dense
     small = make_instance(kotka, n_records=45, n_outputs=30, n_users=10, seed=1)
     assert mean_floor_neighbours(small.d_km, EPS, 1e-6) == pytest.approx(44.0)  # Kotka: all within 2.76 km

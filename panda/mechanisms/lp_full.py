@@ -185,21 +185,19 @@ LP_METHODS = ("certified", "exact")
 LP_STARTS = ("auto", "outputs", "spanner")
 
 #: ``start="auto"`` picks the spanner and PDHG when records have at least this many others within
-#: the floor radius ln(1/eta)/eps on average. Measured side by side (docs/benchmarks.md, eleventh
-#: pass; seeds 0-2, median time to a gap of 0.5 % or the gap at the limit, PDHG against dual simplex):
-#: Rome K = 2000 (70 neighbours, 300 s) 63.9 s against 265.5 s (gap 2.90 %); Neubrandenburg K = 500
-#: at 10/km (84, 30 s) 0.50 against 25.2 %; K = 200 at 5/km (79) 16.1 s against 17.4 % at 30 s;
-#: K = 100 at 3.5/km (70) 5.0 against 19.1 s; Rome K = 1000 (35) 14.0 against 21.2 s; Neubrandenburg
-#: K = 500 at 20/km (30) 5.8 against 7.4 s; Rome K = 500 (19) 2.9 against 1.5 s (dual simplex
-#: wins). At 30-35 neighbours each wins on some seeds (Rome K = 1000: 25.0 against 12.2 s on seed 0;
-#: 20/km: 26.7 against 10.9 s on seed 1), and on the dashboard's curve (K = 500, 20 s, two solves at
-#: a time) 20/km was solved by dual simplex and not by PDHG (bound 63 m): so PDHG from 40 on. The
-#: earlier threshold, 150, dated from before slack rows left PDHG's LP.
-AUTO_PDHG_NEIGHBOURS = 40
+#: the floor radius ln(1/eta)/eps on average. Measured side by side with PDHG's compiled steps
+#: (docs/benchmarks.md, twelfth pass; seeds 0-2, median time to a gap of 0.5 %, PDHG against dual
+#: simplex): Rome K = 1000 (35 neighbours) 11.3 against 21.4 s; Neubrandenburg K = 500 at 20/km (30)
+#: 5.2 against 8.7 s (PDHG as fast or faster on every seed); Rome K = 500 (19) 2.8 against 1.7 s
+#: (dual simplex wins every seed). Denser instances favoured PDHG by far already in the eleventh
+#: pass (Rome K = 2000, 70: 63.9 against 265.5 s; K = 500 at 10/km, 84: gap 0.50 against 25.2 % at
+#: 30 s). So PDHG from 25 on, between the two measured sides. (It was 40 with numpy's steps, 150
+#: before slack rows left PDHG's LP.)
+AUTO_PDHG_NEIGHBOURS = 25
 
 #: (There is no cap on the records: the earlier one, 2,000, came from Rome K = 5000, where PDHG had
-#: reached a gap of 67.8 % in 30 min against 16.8 % for dual simplex; it now solves that instance to
-#: the 0.5 % gap in 474 s, median of seeds 0-2.)
+#: reached a gap of 67.8 % in 30 min against 16.8 % for dual simplex; PDHG now solves that instance
+#: to the 0.5 % gap, docs/benchmarks.md.)
 
 #: ``start="auto"`` picks PDHG only for a gap target at least this large: PDHG iterates in single
 #: precision and stops at a gap; a tighter target (``gap=0``: until no row is violated) needs dual
@@ -277,8 +275,9 @@ def build_lp(
         warm from round to round, violated rows added (and slack rows dropped) after every round of
         2 K steps, at least 1,024 (more once few rows come in). Every PDHG dual point is a proven
         bound and every certified primal point is repaired exactly, so it certifies dense
-        instances far sooner (Neubrandenburg K = 500 in 30 s: median gap 0.6 % over seeds 0-7
-        against 39 % by dual simplex; Rome K = 2000: 64 s against 266 s; docs/benchmarks.md).
+        instances far sooner (its steps compiled on every core, :mod:`panda._pdhg_blocks`:
+        Neubrandenburg K = 500 solved to 0.5 % in a median 12.2 s over seeds 0-5, against a gap of
+        39 % at 30 s by dual simplex; Rome K = 2000: 35 s against 266 s; docs/benchmarks.md).
 
     Notes
     -----
