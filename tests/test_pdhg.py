@@ -33,17 +33,23 @@ def _highs_optimum(c, a, b, n_eq, lower, upper) -> float:
     return res.objective
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_pdhg_converges_to_the_highs_optimum_and_every_bound_is_valid(seed, scheme):
-    c, a, b, n_eq, lower, upper = _random_lp(seed)
-    opt = _highs_optimum(c, a, b, n_eq, lower, upper)
+def _bound_recorder(c, a, b, lower, upper):
+    """A list and an ``on_check`` that appends the bound of every checked dual point to it."""
     bounds: list[float] = []
 
     def on_check(x, y):
         bounds.append(box_dual_bound(c, a, b, lower, upper, y))
         return False
 
+    return bounds, on_check
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pdhg_converges_to_the_highs_optimum_and_every_bound_is_valid(seed, scheme):
+    c, a, b, n_eq, lower, upper = _random_lp(seed)
+    opt = _highs_optimum(c, a, b, n_eq, lower, upper)
+    bounds, on_check = _bound_recorder(c, a, b, lower, upper)
     res = pdhg(c, a, b, n_eq, lower, upper, time_limit_s=3.0, on_check=on_check, check_every_s=0.0, scheme=scheme)
     assert bounds and max(bounds) <= opt + 1e-9 * max(1.0, abs(opt))  # weak duality, at every check
     assert (res.y[n_eq:] >= 0).all()
@@ -192,12 +198,7 @@ def test_the_compiled_block_steps_take_numpys_steps(monkeypatch):
 def test_the_compiled_block_steps_reach_the_highs_optimum(seed):
     c, a, b, k, lower, upper = _block_lp(seed)
     opt = _highs_optimum(c, a, b, k, lower, upper)
-    bounds: list[float] = []
-
-    def on_check(x, y):
-        bounds.append(box_dual_bound(c, a, b, lower, upper, y))
-        return False
-
+    bounds, on_check = _bound_recorder(c, a, b, lower, upper)
     options = {"on_check": on_check, "check_every_s": 0.0, "dtype": np.float32, "blocks": (k, 6)}
     res = pdhg(c, a, b, k, lower, upper, time_limit_s=5.0, **options)
     assert res.steps == "compiled"
