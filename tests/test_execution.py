@@ -84,6 +84,12 @@ def checksum(block: np.ndarray) -> float:
     return float(block.sum())
 
 
+def numba_threads() -> int:
+    import numba
+
+    return int(numba.get_num_threads())
+
+
 def reports(progress) -> str:
     progress("first half", 0.25)
     time.sleep(0.4)
@@ -137,6 +143,11 @@ def test_errors_memory_deaths_and_time_limits_leave_a_working_cluster(executor):
     with pytest.raises(JobTimeout):
         executor.run(started_at, 2.5, "again", timeout_s=1.0)
     assert executor.run(started_at, 2.5, "again", timeout_s=60) > 0
+
+
+def test_a_job_runs_numba_on_one_thread(executor):
+    """The workers fill the cores; a compiled kernel inside a job must not spin up a thread per core too."""
+    assert executor.run(numba_threads, timeout_s=60) == 1
 
 
 def test_progress_is_relayed_in_order(executor):
