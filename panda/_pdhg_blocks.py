@@ -23,11 +23,16 @@ numba's threads: the default layer (OpenMP where present) is thread-safe but not
 ``fork()`` once it has run (the project's processes are started by ``spawn``, ``forkserver`` or as
 commands). Calls are serialised by a lock, so two threads of one process never launch the kernel at
 once (workqueue, numba's last fallback, would abort on that) and never oversubscribe the cores.
+Across processes, :data:`thread_policy` decides: the Dask workers (:mod:`panda.execution`) set it
+to their share of the cores among the jobs running on the machine, asked before every call, so a
+lone job steps on every core and two jobs at once on one each (two solves with two spinning OpenMP
+threads each on 2 cores reached gaps of 18.7 and 12.0 % in 20 s, against 4.3 and 2.6 % with one).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,12 +43,16 @@ try:  # numba is a dependency (requirements.txt); without it panda.pdhg steps wi
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     numba = None
 
-__all__ = ["AVAILABLE", "Blocks", "blocks_of", "steps"]
+__all__ = ["AVAILABLE", "Blocks", "apply_thread_policy", "blocks_of", "steps", "warm_up"]
 
 #: Whether the compiled steps can run here (numba imports).
 AVAILABLE = numba is not None
 
 _LOCK = threading.Lock()
+
+#: ``thread_policy()``: the threads the next call may use (capped at numba's thread count), asked
+#: before every call; ``None`` (the library, the CLI, the benches): numba's default, every core.
+thread_policy: Callable[[], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,13 @@ if AVAILABLE:
                         x[j] = x_bar[j] * w + anchor_x[j] * v
 
 
+def apply_thread_policy() -> int:
+    """Set this thread's numba thread count by :data:`thread_policy` (if any); return the count now set."""
+    if thread_policy is not None:
+        numba.set_num_threads(max(1, min(int(thread_policy()), numba.config.NUMBA_NUM_THREADS)))
+    return int(numba.get_num_threads())
+
+
 def steps(
     blocks: Blocks,
     c: np.ndarray,
@@ -177,8 +193,30 @@ def steps(
     fixed-point error there and applies the last update). ``row_terms`` is ``(m, k)`` scratch.
     """
     with _LOCK:
+        apply_thread_policy()
         _steps(
             blocks.row_sums, blocks.starts, blocks.left, blocks.right, blocks.left_val, blocks.right_val,
             c, b, lo, hi, np.float32(tau), np.float32(sigma), weights,
             *point, *hats, *anchor, row_terms,
         )  # fmt: skip
+
+
+def warm_up() -> bool:
+    """Compile the steps now, or load them from numba's cache (2-2.5 s, or 0.4 s); False without numba.
+
+    Runs them on a two-entry LP with the positions the project's LPs have (uint16, fewer than 65,536
+    records). The Docker image calls it at build time so that its first optimal LP does not compile.
+    """
+    if not AVAILABLE:
+        return False
+    a = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 2.0]], np.float32))
+    blocks = blocks_of(a, 2, 1)
+    vec = [np.zeros(n, np.float32) for n in (2, 3, 2, 2, 2, 3, 2, 2, 3, 2)]  # (x, y, A^T y), the hats, the anchor
+    ones = np.ones(2, np.float32)
+    steps(
+        blocks, np.zeros(2, np.float32), np.r_[ones, 0.0].astype(np.float32), np.zeros(2, np.float32), ones,
+        np.float32(0.1), np.float32(0.1), np.full(2, 0.5, np.float32),
+        (vec[0], vec[1], vec[2]), (vec[3], vec[4], vec[5], vec[6]), (vec[7], vec[8], vec[9]),
+        np.zeros((1, 2), np.float32),
+    )  # fmt: skip
+    return True

@@ -38,6 +38,10 @@ readable message (never a traceback):
   The kept worker is one process more than cores: long jobs still get every core (a trade-off curve of
   six methods at K = 200 on 2 cores: 22 s, against 34 s with only the cores' two workers, one of
   them kept), and an interactive job shares the CPU with them rather than wait for them.
+* **Cores**: each running job leaves a file named by its worker's pid in a per-machine folder
+  (:data:`RUNNING_DIR_ENV`), and the optimal LP's compiled steps (:mod:`panda._pdhg_blocks`) use the
+  job's share of the cores (:func:`core_share`), asked before every batch of steps: both cores when it
+  runs alone, one each when two jobs run (two spinning OpenMP threads per job on 2 cores collapse).
 * **Sharing**: a job's Dask key is its name plus a hash of its arguments (:func:`job_key`), so
   identical jobs from different sessions join one computation in flight instead of repeating it.
 
@@ -48,6 +52,7 @@ readable message (never a traceback):
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -55,10 +60,11 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +76,12 @@ __all__ = [
     "JobError",
     "JobTimeout",
     "close_executor",
+    "core_share",
     "dask_setup",
     "get_executor",
     "job_key",
     "memory_limit_bytes",
+    "running_jobs",
 ]
 
 log = logging.getLogger(__name__)
@@ -114,6 +122,10 @@ MESSAGE_LOG_LENGTH = 4
 MESSAGE_LOG_ENV = "DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH"
 #: The project root: local workers run from there (they import ``panda``).
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Environment variable naming the folder where each running job leaves a file named by its worker's
+#: pid (default: one folder per user in the temporary directory, shared by every worker of the machine).
+RUNNING_DIR_ENV = "PANDA_RUNNING_JOBS_DIR"
 
 MEMORY_MESSAGE = "MemoryError: the computation needs more memory than the dashboard allows"
 CRASH_MESSAGE = "the computation crashed its process (its worker died; out of memory?)"
@@ -219,6 +231,69 @@ def dask_setup(worker: Any) -> None:  # pragma: no cover (runs in the worker pro
     import panda  # noqa: F401  (the first job starts warm)
 
 
+def _running_dir() -> Path:
+    folder = os.environ.get(RUNNING_DIR_ENV, "").strip()
+    if folder:
+        return Path(folder)
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"panda-running-jobs-{uid}"
+
+
+def running_jobs(folder: str | os.PathLike | None = None) -> int:
+    """Jobs running on this machine now (at least 1): the files of live processes in the running-jobs folder.
+
+    A file whose process is gone (a worker killed mid-job) is not counted, and is removed.
+    """
+    folder = Path(folder) if folder is not None else _running_dir()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 1
+    n = 0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            os.kill(int(name), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                os.unlink(folder / name)
+            continue
+        except (PermissionError, OverflowError):  # alive, another user's; or no such pid
+            pass
+        n += 1
+    return max(n, 1)
+
+
+def core_share() -> int:
+    """Return a job's share of the cores: the cores this process may use over the jobs running now.
+
+    :data:`panda._pdhg_blocks.thread_policy` in the workers (asked before every compiled step batch).
+    """
+    from panda.threads import cores
+
+    return max(1, cores() // running_jobs())
+
+
+@contextlib.contextmanager
+def _running() -> Iterator[None]:
+    """Mark this process as running a job for the length of the block (see :func:`running_jobs`)."""
+    marker = None
+    try:
+        folder = _running_dir()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        marker = folder / str(os.getpid())
+        marker.touch()
+    except OSError:  # no writable temporary folder: the job runs, counted as alone
+        marker = None
+    try:
+        yield
+    finally:
+        if marker is not None:
+            with contextlib.suppress(OSError):
+                marker.unlink()
+
+
 class _Reporter:
     """A job's ``progress(phase, fraction)`` on the worker: throttled Dask events for the client."""
 
@@ -265,7 +340,11 @@ def _execute(target: str | Callable[..., Any], args: tuple, kwargs: dict) -> Any
             fn = target
         if _takes_progress(fn):
             kwargs = {**kwargs, "progress": _Reporter(worker, key)}
-        return fn(*args, **kwargs)
+        from panda import _pdhg_blocks
+
+        _pdhg_blocks.thread_policy = core_share  # compiled steps share the cores with the other jobs
+        with _running():
+            return fn(*args, **kwargs)
     except MemoryError:
         raise JobMemoryError(MEMORY_MESSAGE) from None
     except JobError:
@@ -398,10 +477,6 @@ class Executor:
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
             ADDRESS_SPACE_ENV: str(self.address_space),
             MESSAGE_LOG_ENV: str(MESSAGE_LOG_LENGTH),
-            # One compiled thread per job (panda._pdhg_blocks): the workers already fill the cores, and
-            # two optimal LPs with two spinning OpenMP threads each on 2 cores reached gaps of 18.7 and
-            # 12.0 % in 20 s against 4.3 and 2.6 % with one thread each (numpy's steps: 6.2, 2.7 %).
-            "NUMBA_NUM_THREADS": os.environ.get("NUMBA_NUM_THREADS", "1"),
         }
         env.pop(SCHEDULER_ENV, None)
         log_file = open(worker_log, "ab") if worker_log else None  # noqa: SIM115 (closed below)

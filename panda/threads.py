@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-__all__ = ["THREADS", "thread_map"]
+__all__ = ["THREADS", "cores", "thread_map"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def _cores() -> int:
+def cores() -> int:
+    """Count the cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -29,7 +30,7 @@ def _cores() -> int:
 
 #: Threads :func:`thread_map` uses (the cores this process may run on, at most 4). ``1`` runs
 #: everything in the calling thread.
-THREADS = max(1, min(4, _cores()))
+THREADS = max(1, min(4, cores()))
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0  # a forked child inherits the pool object but not its threads: it makes its own

@@ -194,6 +194,18 @@ def test_the_compiled_block_steps_take_numpys_steps(monkeypatch):
     assert runs[True].omega == pytest.approx(runs[False].omega, rel=1e-3)
 
 
+def test_warming_up_compiles_the_steps_real_solves_run():
+    """warm_up (the Docker image's build step) compiles the one signature the LPs' solves use."""
+    from panda import _pdhg_blocks
+
+    assert _pdhg_blocks.warm_up()
+    warmed = set(_pdhg_blocks._steps.signatures)
+    c, a, b, k, lower, upper = _block_lp(3)
+    res = pdhg(c, a, b, k, lower, upper, time_limit_s=60.0, max_iterations=128, dtype=np.float32, blocks=(k, 6))
+    assert res.steps == "compiled" and len(warmed) == 1
+    assert set(_pdhg_blocks._steps.signatures) == warmed  # nothing new compiled for the solve
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_compiled_block_steps_reach_the_highs_optimum(seed):
     c, a, b, k, lower, upper = _block_lp(seed)
