@@ -32,6 +32,7 @@ threads each on 2 cores reached gaps of 18.7 and 12.0 % in 20 s, against 4.3 and
 from __future__ import annotations
 
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -164,12 +165,31 @@ if AVAILABLE:
                         aty[j] = (s * two - aty[j]) * w + anchor_aty[j] * v
                         x[j] = x_bar[j] * w + anchor_x[j] * v
 
+    def _one_core_copy(fn):  # the same code under its own name: numba caches it in a file of its own
+        copy = types.FunctionType(fn.__code__, fn.__globals__, "_steps_one_core", fn.__defaults__, fn.__closure__)
+        copy.__qualname__ = "_steps_one_core"
+        return copy
+
+    # The same steps without OpenMP (prange runs as range), for a job given one core: a parallel
+    # region of one thread in a pool of two cost 5-10 % more a step under contention (0.75-0.80 against
+    # 0.69-0.70 ms, two solves at once on 2 cores).
+    _steps_one_core = numba.njit(cache=True)(_one_core_copy(_steps.py_func))
+
 
 def apply_thread_policy() -> int:
     """Set this thread's numba thread count by :data:`thread_policy` (if any); return the count now set."""
     if thread_policy is not None:
         numba.set_num_threads(max(1, min(int(thread_policy()), numba.config.NUMBA_NUM_THREADS)))
     return int(numba.get_num_threads())
+
+
+def _arguments(blocks, c, b, lo, hi, tau, sigma, weights, point, hats, anchor, row_terms) -> tuple:  # noqa: ANN001
+    """Flatten the kernels' arguments."""
+    return (
+        blocks.row_sums, blocks.starts, blocks.left, blocks.right, blocks.left_val, blocks.right_val,
+        c, b, lo, hi, np.float32(tau), np.float32(sigma), weights,
+        *point, *hats, *anchor, row_terms,
+    )  # fmt: skip
 
 
 def steps(
@@ -192,17 +212,14 @@ def steps(
     ``hats = (x_hat, x_bar, y_hat, A^T y_hat)`` at its PDHG point (the caller measures the
     fixed-point error there and applies the last update). ``row_terms`` is ``(m, k)`` scratch.
     """
+    args = _arguments(blocks, c, b, lo, hi, tau, sigma, weights, point, hats, anchor, row_terms)
     with _LOCK:
-        apply_thread_policy()
-        _steps(
-            blocks.row_sums, blocks.starts, blocks.left, blocks.right, blocks.left_val, blocks.right_val,
-            c, b, lo, hi, np.float32(tau), np.float32(sigma), weights,
-            *point, *hats, *anchor, row_terms,
-        )  # fmt: skip
+        kernel = _steps if apply_thread_policy() > 1 else _steps_one_core
+        kernel(*args)
 
 
 def warm_up() -> bool:
-    """Compile the steps now, or load them from numba's cache (2-2.5 s, or 0.4 s); False without numba.
+    """Compile both kernels now (all cores, one core), or load them from numba's cache; False without numba.
 
     Runs them on a two-entry LP with the positions the project's LPs have (uint16, fewer than 65,536
     records). The Docker image calls it at build time so that its first optimal LP does not compile.
@@ -213,10 +230,13 @@ def warm_up() -> bool:
     blocks = blocks_of(a, 2, 1)
     vec = [np.zeros(n, np.float32) for n in (2, 3, 2, 2, 2, 3, 2, 2, 3, 2)]  # (x, y, A^T y), the hats, the anchor
     ones = np.ones(2, np.float32)
-    steps(
+    args = _arguments(
         blocks, np.zeros(2, np.float32), np.r_[ones, 0.0].astype(np.float32), np.zeros(2, np.float32), ones,
         np.float32(0.1), np.float32(0.1), np.full(2, 0.5, np.float32),
         (vec[0], vec[1], vec[2]), (vec[3], vec[4], vec[5], vec[6]), (vec[7], vec[8], vec[9]),
         np.zeros((1, 2), np.float32),
     )  # fmt: skip
+    with _LOCK:
+        for kernel in (_steps, _steps_one_core):
+            kernel(*args)
     return True

@@ -174,12 +174,18 @@ def _block_lp(seed: int, k: int = 14, m: int = 6):
     return c, a, b, k, np.full(k * m, 1e-3), np.ones(k * m)
 
 
-def test_the_compiled_block_steps_take_numpys_steps(monkeypatch):
-    """Halpern's steps compiled for the block form (both cores) follow numpy's, up to float32 rounding."""
+@pytest.mark.parametrize("cores", [None, 1])
+def test_the_compiled_block_steps_take_numpys_steps(monkeypatch, cores):
+    """Halpern's steps compiled for the block form (all cores, or one) follow numpy's, up to float32 rounding."""
     from panda import _pdhg_blocks
     from panda import pdhg as pdhg_module
 
     assert _pdhg_blocks.AVAILABLE  # numba is a dependency
+    monkeypatch.setattr(_pdhg_blocks, "thread_policy", None if cores is None else (lambda: cores))
+    ran = set()
+    for name in ("_steps", "_steps_one_core"):
+        kernel = getattr(_pdhg_blocks, name)
+        monkeypatch.setattr(_pdhg_blocks, name, lambda *a, k=kernel, n=name: (ran.add(n), k(*a))[1])
     c, a, b, k, lower, upper = _block_lp(0)
     runs = {}
     for compiled in (False, True):
@@ -188,22 +194,27 @@ def test_the_compiled_block_steps_take_numpys_steps(monkeypatch):
             c, a, b, k, lower, upper, time_limit_s=60.0, max_iterations=640, dtype=np.float32, blocks=(k, 6)
         )
     assert runs[False].steps == "numpy" and runs[True].steps == "compiled"
+    assert ran == {"_steps_one_core" if cores == 1 or _pdhg_blocks.numba.get_num_threads() == 1 else "_steps"}
     assert runs[False].iterations == runs[True].iterations == 640  # the same restarts, the same checks
     np.testing.assert_allclose(runs[True].x, runs[False].x, atol=1e-4)
     np.testing.assert_allclose(runs[True].y, runs[False].y, atol=1e-4 * np.abs(runs[False].y).max())
     assert runs[True].omega == pytest.approx(runs[False].omega, rel=1e-3)
 
 
-def test_warming_up_compiles_the_steps_real_solves_run():
-    """warm_up (the Docker image's build step) compiles the one signature the LPs' solves use."""
+def test_warming_up_compiles_the_steps_real_solves_run(monkeypatch):
+    """warm_up (the Docker image's build step) compiles the one signature the LPs' solves use, in both kernels."""
     from panda import _pdhg_blocks
 
     assert _pdhg_blocks.warm_up()
-    warmed = set(_pdhg_blocks._steps.signatures)
+    kernels = (_pdhg_blocks._steps, _pdhg_blocks._steps_one_core)
+    warmed = [set(kernel.signatures) for kernel in kernels]
     c, a, b, k, lower, upper = _block_lp(3)
-    res = pdhg(c, a, b, k, lower, upper, time_limit_s=60.0, max_iterations=128, dtype=np.float32, blocks=(k, 6))
-    assert res.steps == "compiled" and len(warmed) == 1
-    assert set(_pdhg_blocks._steps.signatures) == warmed  # nothing new compiled for the solve
+    for cores in (2, 1):
+        monkeypatch.setattr(_pdhg_blocks, "thread_policy", lambda n=cores: n)
+        res = pdhg(c, a, b, k, lower, upper, time_limit_s=60.0, max_iterations=128, dtype=np.float32, blocks=(k, 6))
+        assert res.steps == "compiled"
+    assert [len(w) for w in warmed] == [1, 1]
+    assert [set(kernel.signatures) for kernel in kernels] == warmed  # nothing new compiled for the solves
 
 
 @pytest.mark.parametrize("seed", [1, 2])
