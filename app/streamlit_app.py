@@ -3,6 +3,7 @@
 Page config, the shared sidebar (the view's parameters, kept in the URL) and the navigation.
 """
 
+import base64
 import sys
 from pathlib import Path
 
@@ -18,14 +19,17 @@ from app import malloc, sidebar, state, style  # noqa: E402
 malloc.tune()
 malloc.start_trimmer()
 
-# A local icon file: a ":material/...:" page icon makes the browser fetch the favicon from fonts.gstatic.com.
+# The page icon as a data URI (2.7 KB): a ":material/...:" icon makes the browser fetch it from
+# fonts.gstatic.com, and a file path is served from Streamlit's media store, which deletes a run's
+# files when the next run replaces them, so a browser fetching the icon meanwhile got a 404.
+FAVICON = "data:image/png;base64," + base64.b64encode((ROOT / "assets" / "favicon.png").read_bytes()).decode("ascii")
 # Presenter view (a projector at 1280x720): the sidebar starts collapsed, the type is larger.
 if "w_present" not in st.session_state:
     st.session_state["w_present"] = st.query_params.get("present") == "1"
 PRESENTING = bool(st.session_state["w_present"])
 st.set_page_config(
     page_title="PAnDA Explorer",
-    page_icon=str(ROOT / "assets" / "favicon.png"),
+    page_icon=FAVICON,
     layout="wide",
     initial_sidebar_state="collapsed" if PRESENTING else "auto",
 )
