@@ -427,6 +427,7 @@ def tradeoff_figure(
             line_dash="dash",
             line_color="#444",
             line_width=1.5,
+            layer="below",  # under the markers and their labels ("LP ≥ 276 m" at 5/km was crossed out)
             label={
                 "text": f"ε = {float(current_eps):g}",
                 "textposition": "end",
