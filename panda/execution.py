@@ -255,11 +255,11 @@ def running_jobs(folder: str | os.PathLike | None = None) -> int:
             continue
         try:
             os.kill(int(name), 0)
-        except ProcessLookupError:
+        except (ProcessLookupError, OverflowError):  # gone (or never a pid): not counted, cleared
             with contextlib.suppress(OSError):
                 os.unlink(folder / name)
             continue
-        except (PermissionError, OverflowError):  # alive, another user's; or no such pid
+        except PermissionError:  # alive, another user's process
             pass
         n += 1
     return max(n, 1)

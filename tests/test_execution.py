@@ -189,10 +189,11 @@ def test_running_jobs_counts_live_processes_only(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     assert running_jobs(tmp_path) == 1  # no job: counted as alone
-    for name in (str(os.getpid()), str(os.getppid()), str(dead.pid), "notes.txt"):
+    for name in (str(os.getpid()), str(os.getppid()), str(dead.pid), "notes.txt", "9" * 30):
         (tmp_path / name).touch()
     assert running_jobs(tmp_path) == 2
     assert not (tmp_path / str(dead.pid)).exists()  # a killed worker's file is cleared
+    assert not (tmp_path / ("9" * 30)).exists()
     assert running_jobs(tmp_path / "missing") == 1
 
 
