@@ -104,14 +104,18 @@ def checksum(block: np.ndarray) -> float:
     return float(block.sum())
 
 
-def compiled_threads(wait_s: float) -> tuple[int, int, int]:
-    """After ``wait_s`` s: the threads the next compiled PDHG steps use, numba's threads, the cores."""
+def compiled_threads(min_jobs: int) -> tuple[int, int, int]:
+    """Once ``min_jobs`` jobs run (this one included; at most 60 s): the threads the next compiled PDHG
+    steps use, numba's threads, the cores."""
     import numba
 
     from panda import _pdhg_blocks
+    from panda.execution import running_jobs
     from panda.threads import cores
 
-    time.sleep(wait_s)
+    deadline = time.monotonic() + 60
+    while running_jobs() < min_jobs and time.monotonic() < deadline:
+        time.sleep(0.05)
     return _pdhg_blocks.apply_thread_policy(), int(numba.config.NUMBA_NUM_THREADS), cores()
 
 
@@ -176,13 +180,13 @@ def test_compiled_steps_share_the_cores_among_running_jobs(executor):
     (Two optimal LPs with two spinning OpenMP threads each on 2 cores reached gaps of 18.7 and 12.0 %
     in 20 s, against 4.3 and 2.6 % with one thread each.)
     """
-    threads, numba_max, cores = executor.run(compiled_threads, 0.0, timeout_s=60)
+    threads, numba_max, cores = executor.run(compiled_threads, 1, timeout_s=60)
     assert threads == min(cores, numba_max) >= 1
-    sleeper = executor.submit(started_at, 6.0, "beside", priority=LOW)  # the long worker
-    shared, _, _ = executor.run(compiled_threads, 2.0, timeout_s=60)  # the interactive worker, meanwhile
+    sleeper = executor.submit(started_at, 10.0, "beside", priority=LOW)  # the long worker
+    shared, _, _ = executor.run(compiled_threads, 2, timeout_s=90)  # the interactive worker, meanwhile
     assert shared == max(1, min(cores // 2, numba_max))
     executor.result(sleeper, timeout_s=60)
-    assert executor.run(compiled_threads, 0.1, timeout_s=60)[0] == threads  # alone again: every core
+    assert executor.run(compiled_threads, 1, timeout_s=60)[0] == threads  # alone again: every core
 
 
 def test_running_jobs_counts_live_processes_only(tmp_path):
