@@ -68,6 +68,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from panda.threads import cores
+
 __all__ = [
     "HIGH",
     "LOW",
@@ -160,7 +162,7 @@ def default_n_workers() -> int:
     value = os.environ.get(WORKERS_ENV, "").strip()
     if value:
         return max(int(value), 2)
-    return max(os.cpu_count() or 2, 2) + 1
+    return max(cores(), 2) + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,8 +272,6 @@ def core_share() -> int:
 
     :data:`panda._pdhg_blocks.thread_policy` in the workers (asked before every compiled step batch).
     """
-    from panda.threads import cores
-
     return max(1, cores() // running_jobs())
 
 
