@@ -158,7 +158,14 @@ def add_instance_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--records", type=int, default=1000, help="K, the size of the secret domain (default 1000)")
     p.add_argument("--users", type=int, default=50, help="N users (default 50)")
     p.add_argument("--outputs", type=int, default=100, help="|Y| outputs (default 100)")
-    p.add_argument("--tasks", type=int, default=1, help="tasks in the utility cost (default 1)")
+    p.add_argument(
+        "--loss",
+        default="task",
+        choices=["road", "straight", "task"],
+        help="the utility loss: road or straight-line distance from the place to its report, or the paper's "
+        "task cost (default task)",
+    )
+    p.add_argument("--tasks", type=int, default=1, help="tasks in the task loss (default 1)")
     p.add_argument("--prior", default="uniform", choices=["uniform", "street_count"])
     p.add_argument("--metric", default="haversine", choices=["haversine", "road"])
     p.add_argument("--seed", type=int, default=0, help="seed of the instance and of the mechanism (default 0)")
@@ -225,6 +232,7 @@ def instance_from_args(args: argparse.Namespace):
         n_tasks=args.tasks,
         prior=args.prior,
         metric=args.metric,
+        loss=args.loss,
         seed=args.seed,
     )
 
@@ -261,6 +269,7 @@ def cmd_run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     lines = [
         f"PAnDA on {inst.network.name}: K={inst.n_records}, N={inst.n_users}, |Y|={inst.n_outputs}, "
         f"eps={config.epsilon_per_km}/km, delta={config.delta:g}, preset={args.preset}, decay={config.decay}",
+        f"  loss: {inst.summary()['loss_label']}",
         f"  gamma {s['gamma_km'] * 1000:,.0f} m, far selection probability {s['far_value']:.3g}",
         f"  anchors: union {s['n_anchor_union']}, mean set {s['anchor_set_size_mean']:.1f}, "
         f"empty sets {s['n_empty_anchor_sets']}",
@@ -341,7 +350,7 @@ def cmd_compare(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     )
     print(
         f"{inst.network.name}: K={inst.n_records}, N={inst.n_users}, |Y|={inst.n_outputs}, "
-        f"eps={config.epsilon_per_km}/km, seed={args.seed}",
+        f"eps={config.epsilon_per_km}/km, seed={args.seed}; loss: {inst.summary()['loss_label']}",
         file=out,
     )
     print(header, file=out)
@@ -423,7 +432,10 @@ def _add_experiment_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", dest="deltas", metavar="LIST", type=_csv_list(float, "--delta"), help="(1e-7)")
     p.add_argument("--users", dest="n_users", metavar="N", type=int, help="users per instance (50)")
     p.add_argument("--outputs", dest="n_outputs", metavar="M", type=int, help="outputs per instance (100)")
-    p.add_argument("--tasks", dest="n_tasks", metavar="T", type=int, help="tasks in the utility cost (1)")
+    p.add_argument(
+        "--loss", choices=["road", "straight", "task"], help="utility loss: road, straight or the paper's task (task)"
+    )
+    p.add_argument("--tasks", dest="n_tasks", metavar="T", type=int, help="tasks in the task loss (1)")
     p.add_argument("--repeats", metavar="R", type=int, help="repetitions (instances) per network and K (1)")
     p.add_argument("--seed", type=int, help="base seed (0)")
     p.add_argument("--time-limit", dest="time_limit_s", metavar="SECONDS", type=float, help="per method (1800)")
@@ -465,6 +477,7 @@ def cmd_experiment(args: argparse.Namespace, *, out: TextIO | None = None) -> in
         "n_users",
         "n_outputs",
         "n_tasks",
+        "loss",
         "repeats",
         "seed",
         "time_limit_s",

@@ -15,9 +15,17 @@ from scipy.sparse.csgraph import dijkstra
 
 from panda.network import RoadNetwork, haversine_km
 
-__all__ = ["Instance", "make_instance", "METRICS", "PRIORS"]
+__all__ = ["Instance", "make_instance", "METRICS", "PRIORS", "LOSSES", "LOSS_LABELS", "loss_label"]
 
 METRICS = ("haversine", "road")
+#: Loss functions (what a report costs the person who makes it, in metres): see :func:`make_instance`.
+LOSSES = ("road", "straight", "task")
+#: Short names of the loss functions, for tables, charts and help texts.
+LOSS_LABELS = {
+    "road": "road distance from the place to its report",
+    "straight": "straight-line distance from the place to its report",
+    "task": "the paper's task cost",
+}
 PRIORS = ("uniform", "street_count")
 USER_DISTRIBUTIONS = ("uniform", "prior")
 
@@ -41,14 +49,19 @@ class Instance:
     users
         ``(N,)`` positions in X of the users' true records (distinct).
     tasks, task_weights
-        ``(T,)`` positions in X of the tasks and their weights ``p_t`` (sum to 1).
+        ``(T,)`` positions in X of the tasks and their weights ``p_t`` (sum to 1). Drawn for every loss (so
+        that the other draws do not depend on the loss) and used only by the ``"task"`` loss.
     cost_m
-        ``(K, M)`` utility cost in metres: ``sum_t p_t |road(t, x) - road(t, y)|``.
+        ``(K, M)`` utility loss in metres of reporting output ``y`` from record ``x``, under ``loss``.
     metric
         The privacy metric: ``"haversine"`` (great-circle km) or ``"road"`` (road km, the mean of
         both directions, which is a metric).
     seed
         The seed the instance was built from.
+    loss
+        The loss function behind ``cost_m``: ``"road"`` (road distance from the place to its report, the
+        mean of both directions), ``"straight"`` (great-circle distance) or ``"task"`` (the paper's cost,
+        ``sum_t p_t |road(t, x) - road(t, y)|``).
     """
 
     network: RoadNetwork
@@ -61,6 +74,7 @@ class Instance:
     cost_m: np.ndarray
     metric: str
     seed: int | None
+    loss: str = "task"
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -167,9 +181,21 @@ class Instance:
             "n_outputs": self.n_outputs,
             "n_users": self.n_users,
             "n_tasks": int(self.tasks.shape[0]),
+            "loss": self.loss,
+            "loss_label": loss_label(self.loss, int(self.tasks.shape[0])),
             "metric": self.metric,
             "seed": self.seed,
         }
+
+
+def loss_label(loss: str, n_tasks: int = 1) -> str:
+    """A loss function's name in words, e.g. ``"the paper's task cost (1 task)"``."""
+    if loss not in LOSS_LABELS:
+        msg = f"The 'loss' parameter must be one of {LOSSES}. Got {loss!r} instead."
+        raise ValueError(msg)
+    if loss == "task":
+        return f"{LOSS_LABELS[loss]} ({n_tasks} task{'s' if n_tasks != 1 else ''})"
+    return LOSS_LABELS[loss]
 
 
 def _check_int(value: object, name: str, low: int, high: int | None = None) -> int:
@@ -205,6 +231,7 @@ def make_instance(
     prior: str = "uniform",
     metric: str = "haversine",
     user_distribution: str = "uniform",
+    loss: str = "task",
     seed: int | None = 0,
 ) -> Instance:
     """Draw a problem instance from a road network, reproducibly from ``seed``.
@@ -221,7 +248,7 @@ def make_instance(
     n_users
         N users with distinct true records of X.
     n_tasks
-        Number of tasks (records of X) in the utility cost; each has weight ``1 / n_tasks``.
+        Number of tasks (records of X) in the ``"task"`` loss; each has weight ``1 / n_tasks``.
     prior
         ``"uniform"`` or ``"street_count"`` (proportional to the number of streets at a node).
     metric
@@ -229,6 +256,18 @@ def make_instance(
         mean of both directions).
     user_distribution
         ``"uniform"`` over X, or ``"prior"``: users drawn (without replacement) from the prior.
+    loss
+        What a report costs the person who makes it (``cost_m``, metres), the loss every optimising
+        mechanism minimises and every table reports:
+
+        - ``"road"``: the road distance between the place and its report (the mean of both
+          directions' shortest paths, the same as the ``"road"`` metric): what people mean by "how far
+          off is my report".
+        - ``"straight"``: the straight-line (great-circle) distance between the place and its report,
+          the loss of the geo-indistinguishability literature (Andrés et al., Bordenabe et al.).
+        - ``"task"`` (default, the paper's setup): ``sum_t p_t |road(t, x) - road(t, y)|`` over
+          ``n_tasks`` tasks, how much the report changes the road distance to a service's tasks. With one
+          task any report at the same road distance from it is free, however far it is from the place.
     seed
         Seed of the random draws.
     """
@@ -260,6 +299,9 @@ def make_instance(
     if metric not in METRICS:
         msg = f"The 'metric' parameter of make_instance must be one of {METRICS}. Got {metric!r} instead."
         raise ValueError(msg)
+    if loss not in LOSSES:
+        msg = f"The 'loss' parameter of make_instance must be one of {LOSSES}. Got {loss!r} instead."
+        raise ValueError(msg)
     if user_distribution not in USER_DISTRIBUTIONS:
         msg = (
             f"The 'user_distribution' parameter of make_instance must be one of {USER_DISTRIBUTIONS}. "
@@ -280,11 +322,7 @@ def make_instance(
     tasks = rng.choice(k, size=t, replace=False)
     task_weights = np.full(t, 1.0 / t)
 
-    # One Dijkstra per task: road(t, x) for every record x, then the cost is a broadcast.
-    road_m = _road_from_sources_m(network, records[tasks])[:, records]  # (T, K)
-    cost = np.zeros((k, m))
-    for w_t, r in zip(task_weights, road_m, strict=True):
-        cost += w_t * np.abs(r[:, None] - r[outputs][None, :])
+    cost = _loss_m(network, records, outputs, tasks, task_weights, loss)
     return Instance(
         network=network,
         records=records,
@@ -296,4 +334,31 @@ def make_instance(
         cost_m=cost,
         metric=metric,
         seed=seed,
+        loss=loss,
     )
+
+
+def _loss_m(
+    network: RoadNetwork,
+    records: np.ndarray,
+    outputs: np.ndarray,
+    tasks: np.ndarray,
+    task_weights: np.ndarray,
+    loss: str,
+) -> np.ndarray:
+    """``(K, M)`` loss in metres of reporting output ``outputs[j]`` from record ``x`` (see make_instance)."""
+    if loss == "straight":
+        lon, lat = network.lon[records], network.lat[records]
+        return 1000.0 * haversine_km(lon[:, None], lat[:, None], lon[outputs][None, :], lat[outputs][None, :])
+    if loss == "road":
+        # 2M Dijkstras (from every output, forwards and on the reversed graph), never one per record.
+        targets = records[outputs]
+        from_y = dijkstra(network.adjacency, directed=True, indices=targets)[:, records]  # road(y -> x)
+        to_y = dijkstra(network.adjacency.T.tocsr(), directed=True, indices=targets)[:, records]  # road(x -> y)
+        return ((from_y + to_y) / 2.0).T
+    # The paper's task cost: one Dijkstra per task, road(t, x) for every record x, then a broadcast.
+    road_m = _road_from_sources_m(network, records[tasks])[:, records]  # (T, K)
+    cost = np.zeros((records.size, outputs.size))
+    for w_t, r in zip(task_weights, road_m, strict=True):
+        cost += w_t * np.abs(r[:, None] - r[outputs][None, :])
+    return cost

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from panda.cli import build_parser, cmd_run, main
 
 
@@ -51,3 +53,25 @@ def test_run_bad_flags_exit_2_without_traceback(capsys):
     assert main(["run", "--city", "kotka", "--records", "60", "--outputs", "20", "--alpha", "1.5"]) == 2
     assert "alpha" in capsys.readouterr().err
     assert main(["run", "--city", "atlantis"]) == 2
+
+
+def test_compare_reports_under_the_chosen_loss(tmp_path):
+    from panda.cli import cmd_compare
+    from panda.instance import make_instance
+    from panda.mechanisms import build_em
+    from panda.network import load_city
+
+    path = tmp_path / "cmp.json"
+    argv = ["compare", "--city", "kotka", "--records", "40", "--users", "5", "--outputs", "10", "--seed", "2"]
+    argv += ["--methods", "em", "--loss", "straight", "--json", str(path)]
+    buf = io.StringIO()
+    assert cmd_compare(build_parser().parse_args(argv), out=buf) == 0
+    assert "loss: straight-line distance from the place to its report" in buf.getvalue()
+    data = json.loads(path.read_text())
+    assert data["instance"]["loss"] == "straight"
+    # The reported loss is EM's expected straight-line distance on the same instance, computed here again.
+    inst = make_instance(load_city("kotka"), n_records=40, n_users=5, n_outputs=10, seed=2, loss="straight")
+    mech = build_em(inst, 5.0)
+    expected = float((inst.prior[:, None] * inst.cost_m * mech.matrix).sum())
+    (row,) = data["rows"]
+    assert row["utility_loss_m"] == pytest.approx(expected, rel=1e-9)

@@ -168,9 +168,50 @@ def test_summary(kotka):
         "n_outputs": 10,
         "n_users": 5,
         "n_tasks": 2,
+        "loss": "task",
+        "loss_label": "the paper's task cost (2 tasks)",
         "metric": "road",
         "seed": 6,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss functions
+# ---------------------------------------------------------------------------------------------
+
+
+def test_distance_losses_are_the_distances_from_place_to_report(kotka):
+    road = make_instance(kotka, n_records=60, n_outputs=15, n_users=5, metric="road", loss="road", seed=3)
+    # The road loss is the road metric in metres (the mean of both directions), column by column.
+    np.testing.assert_allclose(road.cost_m, 1000.0 * road.d_km[:, road.outputs], rtol=1e-12, atol=1e-9)
+    straight = make_instance(kotka, n_records=60, n_outputs=15, n_users=5, loss="straight", seed=3)
+    lon, lat = straight.lon, straight.lat
+    x, j = 7, 4
+    y = straight.outputs[j]
+    assert straight.cost_m[x, j] == pytest.approx(1000.0 * float(haversine_km(lon[x], lat[x], lon[y], lat[y])))
+    # Reporting the place itself costs nothing; a road is never shorter than the straight line.
+    assert np.all(straight.cost_m[straight.outputs, np.arange(15)] == 0.0)
+    assert np.all(road.cost_m >= straight.cost_m - 1e-6)
+    # The loss changes nothing else: the same records, outputs, users and prior.
+    task = make_instance(kotka, n_records=60, n_outputs=15, n_users=5, seed=3)
+    for field in ("records", "outputs", "users", "prior", "tasks"):
+        np.testing.assert_array_equal(getattr(task, field), getattr(road, field))
+        np.testing.assert_array_equal(getattr(task, field), getattr(straight, field))
+    assert (task.loss, road.loss, straight.loss) == ("task", "road", "straight")
+
+
+def test_one_task_makes_far_reports_free_and_the_distance_loss_does_not(kotka):
+    # The paper's one-task cost charges nothing for a report at the same road distance from the task,
+    # however far it is from the place: the distance loss charges its length.
+    task = make_instance(kotka, n_records=80, n_outputs=80, n_users=5, seed=1)
+    road = make_instance(kotka, n_records=80, n_outputs=80, n_users=5, loss="road", seed=1)
+    free_far = (task.cost_m < 1.0) & (road.cost_m > 500.0)
+    assert free_far.any()
+
+
+def test_unknown_loss_is_refused(kotka):
+    with pytest.raises(ValueError, match="'loss' parameter of make_instance must be one of"):
+        make_instance(kotka, n_records=20, n_outputs=5, n_users=2, loss="euclid")
 
 
 # ---------------------------------------------------------------------------------------------

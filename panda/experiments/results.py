@@ -77,6 +77,7 @@ ROW_COLUMNS = (
     "n_users",
     "n_outputs",
     "n_tasks",
+    "loss",
     "instance_seed",
     "method_seed",
     "host",
@@ -102,7 +103,7 @@ _INT_COLUMNS = {
 }
 
 
-_STR_COLUMNS = {"network", "preset", "method", "status", "audit_scope", "host", "finished_at", "details"}
+_STR_COLUMNS = {"network", "preset", "method", "status", "audit_scope", "host", "finished_at", "details", "loss"}
 
 
 _BOOL_COLUMNS = {"limit_enforced"}

@@ -91,8 +91,9 @@ class ExperimentSpec:
         :func:`panda.preset` names the PAnDA methods run under.
     epsilons_per_km, deltas
         Privacy budgets (1/km) and PmDP failure probabilities. Baselines use only epsilon.
-    n_users, n_outputs, n_tasks, prior, metric, user_distribution
-        Instance settings (:func:`panda.make_instance`).
+    n_users, n_outputs, n_tasks, loss, prior, metric, user_distribution
+        Instance settings (:func:`panda.make_instance`); ``loss`` is the utility loss every method
+        optimises and every row reports (``"task"``, the paper's, by default).
     repeats
         Repetitions per (network, K): each is a fresh instance.
     seed
@@ -130,6 +131,7 @@ class ExperimentSpec:
     n_users: int = 50
     n_outputs: int = 100
     n_tasks: int = 1
+    loss: str = "task"
     prior: str = "uniform"
     metric: str = "haversine"
     user_distribution: str = "uniform"
@@ -149,7 +151,7 @@ class ExperimentSpec:
     def __post_init__(self) -> None:
         from panda.compare import METHODS
         from panda.config import PRESETS
-        from panda.instance import METRICS, PRIORS, USER_DISTRIBUTIONS
+        from panda.instance import LOSSES, METRICS, PRIORS, USER_DISTRIBUTIONS
 
         set_ = object.__setattr__
         nets = tuple(str(n).strip() for n in _tuple(self.networks, "networks"))
@@ -172,6 +174,8 @@ class ExperimentSpec:
         set_(self, "n_users", _int(self.n_users, "n_users", 1))
         set_(self, "n_outputs", _int(self.n_outputs, "n_outputs", 1))
         set_(self, "n_tasks", _int(self.n_tasks, "n_tasks", 1))
+        if self.loss not in LOSSES:
+            raise _bad("loss", f"one of {LOSSES}", self.loss)
         if self.prior not in PRIORS:
             raise _bad("prior", f"one of {PRIORS}", self.prior)
         if self.metric not in METRICS:
@@ -277,7 +281,10 @@ class ExperimentSpec:
     def identity_hash(self) -> str:
         """Hash of the settings a row depends on but that are not in its key (see :data:`ROW_KEY`)."""
         d = self.to_dict()
-        return _hash({k: d[k] for k in _SPEC_KEYS_IDENTITY})
+        identity = {k: d[k] for k in _SPEC_KEYS_IDENTITY}
+        if self.loss != "task":  # the paper's loss keeps the hashes of results made before losses existed
+            identity["loss"] = self.loss
+        return _hash(identity)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> ExperimentSpec:
