@@ -189,7 +189,7 @@ class Instance:
 
 
 def loss_label(loss: str, n_tasks: int = 1) -> str:
-    """A loss function's name in words, e.g. ``"the paper's task cost (1 task)"``."""
+    """Name a loss function in words, e.g. ``"the paper's task cost (1 task)"``."""
     if loss not in LOSS_LABELS:
         msg = f"The 'loss' parameter must be one of {LOSSES}. Got {loss!r} instead."
         raise ValueError(msg)
