@@ -14,6 +14,7 @@ import numpy as np
 from scipy.sparse.csgraph import dijkstra
 
 from panda.network import RoadNetwork, haversine_km
+from panda.priors import PRIOR_NAMES, prior_for_records
 
 __all__ = ["Instance", "make_instance", "METRICS", "PRIORS", "LOSSES", "LOSS_LABELS", "loss_label"]
 
@@ -26,7 +27,7 @@ LOSS_LABELS = {
     "straight": "straight-line distance from the place to its report",
     "task": "the paper's task cost",
 }
-PRIORS = ("uniform", "street_count")
+PRIORS = PRIOR_NAMES  # ("uniform", "street_count", "road_density", "poi")
 USER_DISTRIBUTIONS = ("uniform", "prior")
 
 Metric = Literal["haversine", "road"]
@@ -228,7 +229,7 @@ def make_instance(
     n_outputs: int | None = 100,
     n_users: int = 50,
     n_tasks: int = 1,
-    prior: str = "uniform",
+    prior: str | np.ndarray = "uniform",
     metric: str = "haversine",
     user_distribution: str = "uniform",
     loss: str = "task",
@@ -250,7 +251,14 @@ def make_instance(
     n_tasks
         Number of tasks (records of X) in the ``"task"`` loss; each has weight ``1 / n_tasks``.
     prior
-        ``"uniform"`` or ``"street_count"`` (proportional to the number of streets at a node).
+        The prior over X (:func:`panda.priors.prior_for_records`): ``"uniform"``, ``"street_count"``
+        (proportional to the number of streets at a record), ``"road_density"`` (road length within
+        300 m), ``"poi"`` (the embedded city's points of interest: amenities, shops, offices), or a
+        ``(n_nodes,)`` numpy array of per-node weights of places people go to, e.g. an uploaded CSV
+        through :func:`panda.parse_places_csv` and :func:`panda.poi_weights`. Place-based priors keep
+        a 5 % uniform share, so every record stays possible. Places only shape the prior, never X:
+        the mechanism protects every record whatever the prior (geo-indistinguishability does not
+        depend on it), while the optimal mechanisms' expected loss and the Bayes attacker's error do.
     metric
         Privacy metric: ``"haversine"`` (great-circle km) or ``"road"`` (shortest-path km,
         mean of both directions).
@@ -293,8 +301,11 @@ def make_instance(
         )
         raise ValueError(msg)
     t = _check_int(n_tasks, "n_tasks", 1, k)
-    if prior not in PRIORS:
-        msg = f"The 'prior' parameter of make_instance must be one of {PRIORS}. Got {prior!r} instead."
+    if not isinstance(prior, np.ndarray) and (not isinstance(prior, str) or prior not in PRIORS):
+        msg = (
+            f"The 'prior' parameter of make_instance must be one of {PRIORS} or a numpy array of per-node "
+            f"weights. Got {prior!r} instead."
+        )
         raise ValueError(msg)
     if metric not in METRICS:
         msg = f"The 'metric' parameter of make_instance must be one of {METRICS}. Got {metric!r} instead."
@@ -312,11 +323,7 @@ def make_instance(
     rng = np.random.default_rng(seed)
     records = np.sort(rng.choice(network.n_nodes, size=k, replace=False))
     outputs = np.arange(k) if m == k else np.sort(rng.choice(k, size=m, replace=False))
-    if prior == "uniform":
-        p = np.full(k, 1.0 / k)
-    else:
-        weights = np.maximum(network.street_count[records].astype(float), 1.0)
-        p = weights / weights.sum()
+    p = prior_for_records(network, records, prior)
     user_p = None if user_distribution == "uniform" else p
     users = rng.choice(k, size=n, replace=False, p=user_p)
     tasks = rng.choice(k, size=t, replace=False)

@@ -1,0 +1,706 @@
+"""Priors over the secret domain: road density, points of interest, uploaded places.
+
+The prior is what an attacker (and the optimal mechanisms' objective) believes about where a person
+is before seeing a report. It never changes what the mechanism protects: every record of the secret
+domain X stays protected, and geo-indistinguishability holds whatever the prior; the prior changes
+the expected loss the optimal mechanisms minimise and the Bayes attacker's error.
+
+Two kinds of per-node weights, both ``(n_nodes,)`` arrays:
+
+- a *density* (:func:`road_density_weights`): how much road lies around a node; the prior of a
+  record is its density, like ``prior="street_count"``;
+- a *mass* (:func:`poi_weights`, places snapped to their nearest node): how many places a node
+  stands for. :func:`record_prior` gives a record the mass of the nodes nearest to it (its cell),
+  so no place is lost when X holds only some of the nodes, then mixes in a small uniform share.
+
+Places are ``lon``/``lat`` in WGS84 degrees; distances are great-circle (haversine) metres.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.spatial import cKDTree
+
+from panda.network import DATA_DIR, EARTH_RADIUS_KM, RoadNetwork, haversine_km
+
+__all__ = [
+    "DEFAULT_DENSITY_RADIUS_M",
+    "DEFAULT_MAX_SNAP_M",
+    "DEFAULT_UNIFORM_SHARE",
+    "PRIOR_NAMES",
+    "POI_DIR",
+    "Places",
+    "SnapResult",
+    "list_poi_cities",
+    "load_pois",
+    "parse_places_csv",
+    "poi_weights",
+    "prior_for_records",
+    "record_prior",
+    "road_density_weights",
+    "snap_places",
+]
+
+#: Radius (m) of the disc whose road length is a node's road density.
+DEFAULT_DENSITY_RADIUS_M = 300.0
+#: A place farther than this (m) from every node lies off the network: it is dropped, and counted.
+DEFAULT_MAX_SNAP_M = 500.0
+#: Share of a place-based prior spread uniformly over X, so every record keeps a positive prior.
+DEFAULT_UNIFORM_SHARE = 0.05
+#: Road pieces are sampled at most this many metres apart when measuring road density.
+_DENSITY_STEP_M = 25.0
+#: Folder of the shipped points-of-interest files ``<city>.csv.gz`` (made by data/make_pois.py).
+POI_DIR = DATA_DIR / "pois"
+#: Upload limits of :func:`parse_places_csv`.
+DEFAULT_MAX_BYTES = 2_000_000
+DEFAULT_MAX_ROWS = 20_000
+
+_EARTH_RADIUS_M = EARTH_RADIUS_KM * 1000.0
+
+
+@dataclass(frozen=True, eq=False)
+class Places:
+    """Places on the map: where people go, each with a weight.
+
+    Attributes
+    ----------
+    lon, lat
+        ``(n,)`` coordinates in WGS84 degrees.
+    weight
+        ``(n,)`` non-negative weights (relative importance; 1 each when none was given).
+    kind
+        ``(n,)`` what each place is (e.g. ``"amenity=cafe"``), or ``None``.
+    """
+
+    lon: np.ndarray
+    lat: np.ndarray
+    weight: np.ndarray
+    kind: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = self.lon.shape[0]
+        for name in ("lat", "weight"):
+            if getattr(self, name).shape != (n,):
+                msg = f"Places.{name} must have the shape of lon ({n},). Got {getattr(self, name).shape} instead."
+                raise ValueError(msg)
+        if self.kind is not None and self.kind.shape != (n,):
+            msg = f"Places.kind must have the shape of lon ({n},). Got {self.kind.shape} instead."
+            raise ValueError(msg)
+
+    def __len__(self) -> int:
+        return int(self.lon.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class SnapResult:
+    """Places snapped to their nearest target (a network's nodes or an instance's records).
+
+    Attributes
+    ----------
+    weights
+        ``(n_targets,)`` summed weights of the places snapped to each target.
+    index
+        ``(n_places,)`` the target each place snapped to, ``-1`` for a dropped place.
+    distance_m
+        ``(n_places,)`` great-circle distance in metres from each place to its nearest target.
+    n_dropped
+        Places farther than ``max_snap_m`` from every target (their weight is in no target).
+    max_snap_m
+        The snapping radius used.
+    """
+
+    weights: np.ndarray
+    index: np.ndarray
+    distance_m: np.ndarray
+    n_dropped: int
+    max_snap_m: float
+
+    @property
+    def n_snapped(self) -> int:
+        """Places that snapped to a target."""
+        return int(self.index.shape[0]) - self.n_dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# Geometry
+# ---------------------------------------------------------------------------------------------
+
+
+def _unit_xyz(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """``(n, 3)`` points on the unit sphere: the chord between two is monotone in their great-circle distance."""
+    lon_r, lat_r = np.radians(lon), np.radians(lat)
+    cos_lat = np.cos(lat_r)
+    return np.column_stack([cos_lat * np.cos(lon_r), cos_lat * np.sin(lon_r), np.sin(lat_r)])
+
+
+def _chord(distance_m: float) -> float:
+    """Chord length on the unit sphere of a great-circle distance in metres."""
+    return float(2.0 * np.sin(min(distance_m / _EARTH_RADIUS_M, np.pi) / 2.0))
+
+
+def _check_network(network: object, func: str) -> RoadNetwork:
+    if not isinstance(network, RoadNetwork):
+        msg = f"The 'network' parameter of {func} must be a RoadNetwork. Got {type(network).__name__} instead."
+        raise TypeError(msg)
+    return network
+
+
+def _check_positive(value: object, name: str, func: str, low: float = 0.0, high: float = np.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        msg = f"The '{name}' parameter of {func} must be a number. Got {value!r} instead."
+        raise TypeError(msg)
+    v = float(value)
+    if not (low < v <= high) or np.isnan(v):
+        bound = f"> {low:g}" if high == np.inf else f"in ({low:g}, {high:g}]"
+        msg = f"The '{name}' parameter of {func} must be a number {bound}. Got {value!r} instead."
+        raise ValueError(msg)
+    return v
+
+
+def road_density_weights(network: RoadNetwork, *, radius_m: float = DEFAULT_DENSITY_RADIUS_M) -> np.ndarray:
+    """Road density around every node: metres of road within ``radius_m`` of it.
+
+    Each road segment counts once whatever its directions (a two-way street is not twice a one-way
+    street), as the straight line between its end nodes, cut into pieces of at most 25 m (and at
+    most ``radius_m / 2``); a piece lies within the disc when its midpoint does (great-circle
+    distance). So a node's weight is the road length of its neighbourhood, to within a piece per
+    segment end, and is positive: every node has a segment whose first piece is within
+    ``radius_m / 4`` of it.
+
+    The radius keeps the weight a *density* of the area around the node, smooth across nearby nodes,
+    rather than a count at the node itself (that is ``prior="street_count"``).
+
+    Parameters
+    ----------
+    network
+        The road network.
+    radius_m
+        Radius of the disc, metres, in ``[10, 5000]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_nodes,)`` metres of road within ``radius_m`` of each node (all positive).
+    """
+    net = _check_network(network, "road_density_weights")
+    r = _check_positive(radius_m, "radius_m", "road_density_weights")
+    if not 10.0 <= r <= 5000.0:
+        msg = (
+            f"The 'radius_m' parameter of road_density_weights must be a number in [10, 5000]. "
+            f"Got {radius_m!r} instead."
+        )
+        raise ValueError(msg)
+    key = ("road_density_weights", r)
+    if key in net._cache:
+        return net._cache[key].copy()
+    # Undirected segments: the longer of both directions' shortest parallel edge, once per node pair.
+    adj = net.adjacency
+    und = sp.triu(adj.maximum(adj.T), k=1).tocoo()
+    u, v, length_m = und.row, und.col, und.data
+    step_m = min(_DENSITY_STEP_M, r / 2.0)
+    n_pieces = np.maximum(np.ceil(length_m / step_m).astype(np.int64), 1)
+    seg = np.repeat(np.arange(u.size), n_pieces)
+    first = np.cumsum(n_pieces) - n_pieces
+    frac = (np.arange(seg.size) - first[seg] + 0.5) / n_pieces[seg]
+    # Piece midpoints interpolated in lon/lat (segments are short: the chord error is negligible).
+    lon = net.lon[u][seg] + frac * (net.lon[v][seg] - net.lon[u][seg])
+    lat = net.lat[u][seg] + frac * (net.lat[v][seg] - net.lat[u][seg])
+    piece_m = (length_m / n_pieces)[seg]
+    nodes = cKDTree(_unit_xyz(net.lon, net.lat))
+    pieces = cKDTree(_unit_xyz(lon, lat))
+    near = nodes.sparse_distance_matrix(pieces, _chord(r), output_type="coo_matrix")
+    weights = np.bincount(near.row, weights=piece_m[near.col], minlength=net.n_nodes)
+    weights.setflags(write=False)
+    net._cache[key] = weights
+    return weights.copy()
+
+
+def _targets(targets: object, func: str) -> tuple[np.ndarray, np.ndarray]:
+    """lon/lat of a RoadNetwork's nodes or an Instance's records."""
+    from panda.instance import Instance
+
+    if isinstance(targets, (RoadNetwork, Instance)):
+        return np.asarray(targets.lon, dtype=float), np.asarray(targets.lat, dtype=float)
+    msg = (
+        f"The 'targets' parameter of {func} must be a RoadNetwork (snap to its nodes) or an Instance "
+        f"(snap to its records). Got {type(targets).__name__} instead."
+    )
+    raise TypeError(msg)
+
+
+def _coords(lon: object, lat: object, weights: object, func: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        lon_a = np.asarray(lon, dtype=float).reshape(-1)
+        lat_a = np.asarray(lat, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        msg = f"The 'lon' and 'lat' parameters of {func} must be arrays of numbers (degrees)."
+        raise TypeError(msg) from None
+    if lon_a.shape != lat_a.shape:
+        msg = f"The 'lon' and 'lat' parameters of {func} must have the same length. Got {lon_a.size} and {lat_a.size}."
+        raise ValueError(msg)
+    if not (np.all(np.isfinite(lon_a)) and np.all(np.isfinite(lat_a))):
+        msg = f"The 'lon' and 'lat' parameters of {func} must be finite numbers: remove the places without coordinates."
+        raise ValueError(msg)
+    if np.any(np.abs(lon_a) > 180.0) or np.any(np.abs(lat_a) > 90.0):
+        msg = (
+            f"The 'lon' and 'lat' parameters of {func} must lie in [-180, 180] and [-90, 90] degrees: "
+            "check that they are not swapped."
+        )
+        raise ValueError(msg)
+    if weights is None:
+        w = np.ones(lon_a.size)
+    else:
+        try:
+            w = np.asarray(weights, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            msg = f"The 'weights' parameter of {func} must be an array of numbers or None."
+            raise TypeError(msg) from None
+        if w.shape != lon_a.shape:
+            msg = f"The 'weights' parameter of {func} must have one weight per place ({lon_a.size}). Got {w.size}."
+            raise ValueError(msg)
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            msg = f"The 'weights' parameter of {func} must hold finite numbers >= 0."
+            raise ValueError(msg)
+    return lon_a, lat_a, w
+
+
+def snap_places(
+    targets: object,
+    lon: object,
+    lat: object,
+    *,
+    weights: object = None,
+    max_snap_m: float = DEFAULT_MAX_SNAP_M,
+) -> SnapResult:
+    """Snap places to their nearest target by great-circle distance and sum their weights there.
+
+    Parameters
+    ----------
+    targets
+        A :class:`~panda.network.RoadNetwork` (snap to its nodes) or an
+        :class:`~panda.instance.Instance` (snap to its records, the secret domain X).
+    lon, lat
+        ``(n,)`` coordinates of the places, WGS84 degrees.
+    weights
+        ``(n,)`` non-negative weights of the places; ``None`` counts each place once.
+    max_snap_m
+        A place farther than this from every target is dropped (and counted in ``n_dropped``);
+        ``numpy.inf`` keeps every place.
+
+    Returns
+    -------
+    SnapResult
+        Per-target weights, each place's target (``-1`` if dropped) and distance, the drop count.
+    """
+    t_lon, t_lat = _targets(targets, "snap_places")
+    p_lon, p_lat, w = _coords(lon, lat, weights, "snap_places")
+    limit = _check_positive(max_snap_m, "max_snap_m", "snap_places")
+    return _snap(t_lon, t_lat, p_lon, p_lat, w, limit)
+
+
+def _snap(
+    t_lon: np.ndarray, t_lat: np.ndarray, p_lon: np.ndarray, p_lat: np.ndarray, w: np.ndarray, limit: float
+) -> SnapResult:
+    if p_lon.size == 0:
+        empty = np.zeros(0)
+        return SnapResult(np.zeros(t_lon.size), np.zeros(0, dtype=np.int64), empty, 0, limit)
+    _, nearest = cKDTree(_unit_xyz(t_lon, t_lat)).query(_unit_xyz(p_lon, p_lat), k=1)
+    nearest = np.asarray(nearest, dtype=np.int64)
+    distance_m = haversine_km(p_lon, p_lat, t_lon[nearest], t_lat[nearest]) * 1000.0
+    kept = distance_m <= limit
+    index = np.where(kept, nearest, -1)
+    per_target = np.bincount(nearest[kept], weights=w[kept], minlength=t_lon.size)
+    return SnapResult(per_target, index, distance_m, int((~kept).sum()), limit)
+
+
+def poi_weights(
+    network: RoadNetwork,
+    lon: object,
+    lat: object,
+    *,
+    weights: object = None,
+    max_snap_m: float = DEFAULT_MAX_SNAP_M,
+) -> np.ndarray:
+    """Per-node mass of places: each place adds its weight to its nearest node.
+
+    Places farther than ``max_snap_m`` from every node are dropped (use :func:`snap_places` for the
+    count). The result feeds ``make_instance(network, prior=weights)``.
+
+    Parameters
+    ----------
+    network
+        The road network.
+    lon, lat
+        ``(n,)`` coordinates of the places, WGS84 degrees.
+    weights
+        ``(n,)`` non-negative weights of the places; ``None`` counts each place once.
+    max_snap_m
+        Snapping radius, metres.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_nodes,)`` summed weights of the places nearest to each node (zero where none is).
+    """
+    net = _check_network(network, "poi_weights")
+    return snap_places(net, lon, lat, weights=weights, max_snap_m=max_snap_m).weights
+
+
+def record_prior(
+    network: RoadNetwork,
+    records: np.ndarray,
+    node_weights: np.ndarray,
+    *,
+    uniform_share: float = DEFAULT_UNIFORM_SHARE,
+) -> np.ndarray:
+    """Prior over the records X from a per-node mass, positive on every record.
+
+    Each node gives its weight to its nearest record (great-circle), so a record holds the mass of
+    its cell and no place is lost when X holds only some of the nodes. The result is then mixed with
+    the uniform prior: ``(1 - uniform_share) * mass / mass.sum() + uniform_share / K``.
+
+    Why mix: a place with no point of interest (a home, a park bench) is unlikely, not impossible.
+    A record with prior 0 would drop out of the optimal mechanisms' objective (its reports could cost
+    anything) and the Bayes attacker would never guess it, so its error would reflect a gap in the
+    data rather than the mechanism.
+
+    Parameters
+    ----------
+    network
+        The road network the records are nodes of.
+    records
+        ``(K,)`` node indices of X.
+    node_weights
+        ``(n_nodes,)`` non-negative mass per node with a positive sum (e.g. :func:`poi_weights`).
+    uniform_share
+        Share of the prior spread uniformly over X, in ``(0, 1]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(K,)`` prior over X: sums to 1, every entry ``>= uniform_share / K``.
+    """
+    net = _check_network(network, "record_prior")
+    share = _check_positive(uniform_share, "uniform_share", "record_prior", 0.0, 1.0)
+    rec = np.asarray(records)
+    try:
+        w = np.asarray(node_weights, dtype=float)
+    except (TypeError, ValueError):
+        msg = "The 'prior' weights must be an array of numbers, one per node of the network."
+        raise TypeError(msg) from None
+    if w.shape != (net.n_nodes,):
+        msg = (
+            f"The 'prior' weights must be an array with one weight per node of the network ({net.n_nodes} for "
+            f"{net.name}). Got shape {w.shape} instead: build them with panda.priors.poi_weights(network, lon, lat)."
+        )
+        raise ValueError(msg)
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        msg = "The 'prior' weights must be finite numbers >= 0 (a node's share of the places)."
+        raise ValueError(msg)
+    if not w.sum() > 0:
+        msg = (
+            "The 'prior' weights are all zero: no place lies on the network. Upload places inside the map's "
+            "area, or choose another prior."
+        )
+        raise ValueError(msg)
+    src = np.flatnonzero(w)
+    mass = _snap(net.lon[rec], net.lat[rec], net.lon[src], net.lat[src], w[src], np.inf).weights
+    k = rec.size
+    return (1.0 - share) * mass / mass.sum() + share / k
+
+
+#: Named priors of :func:`prior_for_records` (and ``make_instance(prior=...)``).
+PRIOR_NAMES = ("uniform", "street_count", "road_density", "poi")
+
+
+def prior_for_records(
+    network: RoadNetwork,
+    records: np.ndarray,
+    prior: str | np.ndarray,
+    *,
+    uniform_share: float = DEFAULT_UNIFORM_SHARE,
+) -> np.ndarray:
+    """Build the prior over the records X that ``make_instance(network, prior=prior)`` uses.
+
+    Parameters
+    ----------
+    network
+        The road network.
+    records
+        ``(K,)`` node indices of X.
+    prior
+        - ``"uniform"``: ``1 / K`` each;
+        - ``"street_count"``: proportional to the number of streets at the record (at least 1);
+        - ``"road_density"``: proportional to the road length within 300 m of the record
+          (:func:`road_density_weights`);
+        - ``"poi"``: the city's points of interest (:func:`load_pois` of ``network.name``, an
+          embedded city), snapped to their nearest node, through :func:`record_prior`;
+        - a ``(n_nodes,)`` numpy array of non-negative per-node masses, e.g. uploaded places
+          through :func:`poi_weights`, through :func:`record_prior`.
+
+        Place-based priors (``"poi"`` and arrays) keep ``uniform_share`` spread uniformly, so every
+        record has a positive prior (see :func:`record_prior`).
+    uniform_share
+        Uniform share of the place-based priors, in ``(0, 1]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(K,)`` prior over X, positive, summing to 1.
+    """
+    rec = np.asarray(records)
+    k = rec.size
+    if isinstance(prior, np.ndarray):
+        return record_prior(network, rec, prior, uniform_share=uniform_share)
+    if not isinstance(prior, str) or prior not in PRIOR_NAMES:
+        msg = (
+            f"The 'prior' parameter of make_instance must be one of {PRIOR_NAMES} or a numpy array of per-node "
+            f"weights (one per node of the network). Got {prior!r} instead."
+        )
+        raise ValueError(msg)
+    if prior == "uniform":
+        return np.full(k, 1.0 / k)
+    if prior == "street_count":
+        weights = np.maximum(network.street_count[rec].astype(float), 1.0)
+    elif prior == "road_density":
+        weights = road_density_weights(network)[rec]
+    else:
+        key = network.name.strip().lower()
+        if key not in list_poi_cities():
+            msg = (
+                f"The 'prior' parameter of make_instance is 'poi', but no points of interest are shipped for the "
+                f"network {network.name!r}: they exist for the embedded cities {list_poi_cities()}. For another "
+                "area pass per-node weights of your own places (panda.poi_weights(network, lon, lat)) or use "
+                "prior='road_density'."
+            )
+            raise ValueError(msg)
+        pois = load_pois(key)
+        node_weights = poi_weights(network, pois.lon, pois.lat, weights=pois.weight)
+        return record_prior(network, rec, node_weights, uniform_share=uniform_share)
+    return weights / weights.sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# Shipped points of interest
+# ---------------------------------------------------------------------------------------------
+
+
+def list_poi_cities() -> list[str]:
+    """Embedded cities that ship a points-of-interest file (``data/pois/<city>.csv.gz``)."""
+    return sorted(p.name.removesuffix(".csv.gz") for p in POI_DIR.glob("*.csv.gz"))
+
+
+def load_pois(city: str) -> Places:
+    """Points of interest of an embedded city: amenities, shops and offices from OpenStreetMap.
+
+    Derived by ``data/make_pois.py`` from the raw extract the city's roads came from, clipped to
+    the road network's bounding box (see data/README.md; ODbL 1.0, (c) OpenStreetMap contributors).
+
+    Parameters
+    ----------
+    city
+        An embedded city name (:func:`list_poi_cities`), as given to :func:`panda.load_city`
+        (``network.name`` of an embedded city).
+
+    Returns
+    -------
+    Places
+        ``lon``, ``lat`` (degrees), ``weight`` (1 each) and ``kind`` (e.g. ``"shop=bakery"``).
+    """
+    if not isinstance(city, str):
+        msg = f"The 'city' parameter of load_pois must be a str. Got {type(city).__name__} instead."
+        raise TypeError(msg)
+    key = city.strip().lower()
+    available = list_poi_cities()
+    if key not in available:
+        msg = (
+            f"No points of interest are shipped for {city!r}: they exist for the embedded cities {available}. "
+            "For another area, upload your own places as a CSV (panda.parse_places_csv) or use "
+            "prior='road_density'."
+        )
+        raise ValueError(msg)
+    return _load_poi_file(POI_DIR / f"{key}.csv.gz")
+
+
+@functools.lru_cache(maxsize=8)
+def _load_poi_file(path: Path) -> Places:
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    lon = np.array([float(r["lon"]) for r in rows])
+    lat = np.array([float(r["lat"]) for r in rows])
+    kind = np.array([r["kind"] for r in rows], dtype=object)
+    weight = np.ones(lon.size)
+    for a in (lon, lat, kind, weight):
+        a.setflags(write=False)
+    return Places(lon=lon, lat=lat, weight=weight, kind=kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# Uploaded places
+# ---------------------------------------------------------------------------------------------
+
+_LAT_NAMES = ("lat", "latitude")
+_LON_NAMES = ("lon", "lng", "long", "longitude")
+_WEIGHT_NAMES = ("weight",)
+_HOW = "a CSV file with a header row 'lat,lon' (optionally ',weight') and one place per row"
+
+
+def _find_column(header: list[str], names: tuple[str, ...], what: str) -> int | None:
+    hits = [i for i, h in enumerate(header) if h in names]
+    if len(hits) > 1:
+        found = ", ".join(repr(header[i]) for i in hits)
+        msg = f"The file has {len(hits)} {what} columns ({found}): keep only one."
+        raise ValueError(msg)
+    return hits[0] if hits else None
+
+
+def _number(text: str, line: int, what: str, decimal_comma: bool) -> float:
+    raw = text.strip()
+    if raw == "":
+        msg = f"Line {line} has no {what}: fill it in or delete the line."
+        raise ValueError(msg)
+    try:
+        value = float(raw.replace(",", ".") if decimal_comma else raw)
+    except ValueError:
+        msg = f"Line {line} has {what} {raw[:40]!r}, which is not a number: write it in decimal degrees like 53.557."
+        if what == "weight":
+            msg = f"Line {line} has weight {raw[:40]!r}, which is not a number: write a number like 1 or 2.5."
+        raise ValueError(msg) from None
+    if not np.isfinite(value):
+        msg = f"Line {line} has {what} {raw[:40]!r}, which is not a finite number: write a finite number."
+        raise ValueError(msg)
+    return value
+
+
+def parse_places_csv(
+    data: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> Places:
+    """Read uploaded places (where people go) from CSV bytes.
+
+    The header names a latitude column (``lat`` or ``latitude``), a longitude column (``lon``,
+    ``lng``, ``long`` or ``longitude``) and optionally ``weight``, in any case and order; other
+    columns are ignored. Values are separated by commas or semicolons (with semicolons a decimal
+    comma is accepted: ``53,557;13,261``). The work is bounded by ``max_bytes`` and ``max_rows``.
+
+    Parameters
+    ----------
+    data
+        The file's bytes (UTF-8, a byte-order mark is allowed).
+    max_bytes
+        Largest accepted file size in bytes.
+    max_rows
+        Largest accepted number of places.
+
+    Returns
+    -------
+    Places
+        Coordinates in degrees and weights (1 each without a weight column).
+
+    Raises
+    ------
+    ValueError
+        For any problem with the file, with a sentence saying what to fix.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        msg = f"The 'data' parameter of parse_places_csv must be the file's bytes. Got {type(data).__name__} instead."
+        raise TypeError(msg)
+    max_b = int(_check_positive(max_bytes, "max_bytes", "parse_places_csv"))
+    max_r = int(_check_positive(max_rows, "max_rows", "parse_places_csv"))
+    raw = bytes(data)
+    if len(raw) > max_b:
+        msg = (
+            f"The file is too large ({len(raw):,} bytes; at most {max_b:,} are accepted): keep the lat, lon and "
+            f"weight columns only, or at most {max_r:,} places."
+        )
+        raise ValueError(msg)
+    if raw.strip() == b"":
+        msg = f"The file is empty: upload {_HOW}."
+        raise ValueError(msg)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\x00" in text:
+        msg = f"The file is not text (not UTF-8 CSV): save it as CSV UTF-8 and upload {_HOW}."
+        raise ValueError(msg)
+
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    delimiter = ";" if first.count(";") > first.count(",") else ","
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    header: list[str] | None = None
+    lon: list[float] = []
+    lat: list[float] = []
+    weight: list[float] = []
+    i_lat = i_lon = i_w = None
+    try:
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if header is None:
+                header = [cell.strip().lower() for cell in row]
+                i_lat = _find_column(header, _LAT_NAMES, "latitude")
+                i_lon = _find_column(header, _LON_NAMES, "longitude")
+                i_w = _find_column(header, _WEIGHT_NAMES, "weight")
+                missing = [name for name, i in (("lat", i_lat), ("lon", i_lon)) if i is None]
+                if missing:
+                    found = ", ".join(repr(h) for h in header[:10]) or "none"
+                    names = " and ".join(f"'{m}'" for m in missing)
+                    msg = (
+                        f"The file has no {names} column{'s' if len(missing) > 1 else ''} (found: {found}): the "
+                        "first row must name the columns, e.g. 'lat,lon' or 'latitude,longitude' "
+                        "(optionally 'weight')."
+                    )
+                    raise ValueError(msg)
+                continue
+            if len(lat) >= max_r:
+                msg = (
+                    f"The file has more than {max_r:,} places: keep at most {max_r:,} rows "
+                    "(merge nearby places into one with a weight)."
+                )
+                raise ValueError(msg)
+            line = reader.line_num
+            assert i_lat is not None and i_lon is not None
+            cells = row + [""] * (len(header) - len(row))
+            y = _number(cells[i_lat], line, "latitude", delimiter == ";")
+            x = _number(cells[i_lon], line, "longitude", delimiter == ";")
+            if not -90.0 <= y <= 90.0:
+                msg = (
+                    f"Line {line} has latitude {y:g}, outside [-90, 90] degrees: check that the lat and lon "
+                    "columns are not swapped."
+                )
+                raise ValueError(msg)
+            if not -180.0 <= x <= 180.0:
+                msg = f"Line {line} has longitude {x:g}, outside [-180, 180] degrees: write it in decimal degrees."
+                raise ValueError(msg)
+            w = 1.0 if i_w is None else _number(cells[i_w], line, "weight", delimiter == ";")
+            if w < 0:
+                msg = f"Line {line} has weight {w:g}, which is negative: weights must be 0 or more."
+                raise ValueError(msg)
+            lat.append(y)
+            lon.append(x)
+            weight.append(w)
+    except csv.Error as exc:
+        msg = f"The file is not valid CSV near line {reader.line_num} ({exc}): upload {_HOW}."
+        raise ValueError(msg) from None
+    if header is None:
+        msg = f"The file is empty: upload {_HOW}."
+        raise ValueError(msg)
+    if not lat:
+        msg = "The file has a header but no places: add one row per place (lat, lon)."
+        raise ValueError(msg)
+    w_arr = np.array(weight)
+    if not w_arr.sum() > 0:
+        msg = "Every weight is zero: give at least one place a positive weight, or drop the weight column."
+        raise ValueError(msg)
+    return Places(lon=np.array(lon), lat=np.array(lat), weight=w_arr)
