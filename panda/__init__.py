@@ -19,6 +19,16 @@ from panda.network import (
 )
 from panda.pipeline import PandaResult, run_panda
 from panda.pmdp import PmdpAudit, audit_panda
+from panda.priors import (
+    Places,
+    SnapResult,
+    list_poi_cities,
+    load_pois,
+    parse_places_csv,
+    poi_weights,
+    road_density_weights,
+    snap_places,
+)
 
 __all__ = [
     "CITIES",
@@ -39,6 +49,14 @@ __all__ = [
     "network_from_file",
     "PandaConfig",
     "PmdpAudit",
+    "Places",
+    "SnapResult",
+    "list_poi_cities",
+    "load_pois",
+    "parse_places_csv",
+    "poi_weights",
+    "road_density_weights",
+    "snap_places",
     "audit_panda",
     "compare",
     "audit_mechanism",
