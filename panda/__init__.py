@@ -61,6 +61,9 @@ __all__ = [
     "compare",
     "audit_mechanism",
     "adversary_error_m",
+    "attacker_error_vs_k",
+    "posterior_after",
+    "RepeatedReports",
     "PandaResult",
     "SelectionModel",
     "margin_for_records",
@@ -86,4 +89,8 @@ def __getattr__(name: str):
         from panda import audit
 
         return getattr(audit, name)
+    if name in ("attacker_error_vs_k", "posterior_after", "RepeatedReports"):
+        from panda import repeated
+
+        return getattr(repeated, name)
     raise AttributeError(f"module 'panda' has no attribute {name!r}")
