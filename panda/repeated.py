@@ -191,14 +191,15 @@ def _is_int(value: object) -> bool:
 
 
 def _check_ks(ks: object, fn: str) -> tuple[int, ...]:
-    values = [ks] if _is_int(ks) else list(ks) if isinstance(ks, Iterable) and not isinstance(ks, str) else None
-    if not values or not all(_is_int(v) and 1 <= int(v) <= MAX_REPORTS for v in values):
+    values: list = [ks] if _is_int(ks) else list(ks) if isinstance(ks, Iterable) and not isinstance(ks, str) else []
+    whole = [int(v) for v in values if _is_int(v)]
+    if not values or len(whole) != len(values) or not all(1 <= v <= MAX_REPORTS for v in whole):
         msg = (
             f"The 'ks' parameter of {fn} must be a non-empty list of whole numbers of reports from 1 to "
             f"{MAX_REPORTS}. Got {ks!r} instead."
         )
         raise ValueError(msg)
-    return tuple(sorted({int(v) for v in values}))
+    return tuple(sorted(set(whole)))
 
 
 def _check_reports(reports: object, m: int, fn: str) -> np.ndarray:
