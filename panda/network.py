@@ -7,20 +7,25 @@ connected component, so that every shortest-path distance between two of its nod
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import dataclasses
 import datetime as dt
 import functools
 import gzip
 import hashlib
+import io
 import json
 import math
 import numbers
 import os
+import re
 import socket
+import tempfile
 import threading
 import time
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +53,13 @@ __all__ = [
     "network_from_bbox",
     "network_from_graph",
     "network_from_file",
+    "network_from_upload",
+    "load_upload",
+    "geocode_bbox",
+    "UPLOAD_SUFFIXES",
+    "MAX_UPLOAD_BYTES",
+    "MAX_UPLOAD_DECOMPRESSED_BYTES",
+    "MAX_UPLOAD_NODES",
     "haversine_km",
 ]
 
@@ -436,19 +448,26 @@ _OSM_XML_SUFFIXES = (".osm", ".osm.bz2", ".osm.gz", ".xml", ".xml.bz2", ".xml.gz
 _GRAPHML_SUFFIXES = (".graphml", ".graphml.bz2", ".graphml.gz")
 
 
-def network_from_file(path: str | os.PathLike, *, name: str | None = None) -> RoadNetwork:
-    """Load a road network from an OSM XML file or a GraphML file.
+def network_from_file(
+    path: str | os.PathLike, *, name: str | None = None, network_type: str | None = None
+) -> RoadNetwork:
+    """Load a road network from an OSM XML, OSM PBF or GraphML file.
 
     Parameters
     ----------
     path
-        OSM XML (``.osm``, ``.xml``, optionally ``.bz2``/``.gz`` compressed) or GraphML
-        (``.graphml``, e.g. written by ``osmnx.save_graphml``). OSM XML is read with osmnx, which
-        turns every way in the file into edges: filter the file to the network type you want
-        first. GraphML nodes need ``x``/``y`` (WGS84, or projected with a ``crs`` graph
-        attribute) and edges a ``length`` in metres.
+        OSM XML (``.osm``, ``.xml``, optionally ``.bz2``/``.gz`` compressed), OSM PBF
+        (``.osm.pbf``, ``.pbf``) or GraphML (``.graphml``, e.g. written by ``osmnx.save_graphml``).
+        GraphML nodes need ``x``/``y`` (WGS84, or projected with a ``crs`` graph attribute) and
+        edges a ``length`` in metres.
     name
         The network's name; defaults to the file name without its suffixes.
+    network_type
+        Which OpenStreetMap ways become roads: one of :data:`NETWORK_TYPES`, osmnx's Overpass way
+        filter for that type (the filter a live download uses), applied with pyosmium. ``None``
+        (the default) keeps every way of an OSM XML file (osmnx's ``graph_from_xml``: the embedded
+        extracts are filtered already) and applies ``"drive"`` to a PBF file (PBF extracts are
+        usually raw: buildings, rivers and paths too). Ignored for GraphML.
 
     Returns
     -------
@@ -467,22 +486,27 @@ def network_from_file(path: str | os.PathLike, *, name: str | None = None) -> Ro
     if not p.is_file():
         msg = f"The 'path' parameter of network_from_file must name an existing file. Got {str(path)!r} instead."
         raise ValueError(msg)
+    if network_type is not None and network_type not in NETWORK_TYPES:
+        msg = (
+            f"The 'network_type' parameter of network_from_file must be None or one of {NETWORK_TYPES}. "
+            f"Got {network_type!r} instead."
+        )
+        raise ValueError(msg)
     label = name or p.name.split(".")[0]
     suffixes = "".join(p.suffixes[-2:]).lower()
     if suffixes.endswith(".pbf"):
-        msg = (
-            f"The file {p.name!r} is OSM PBF, which panda does not read: convert it to OSM XML first, "
-            f"e.g. `osmium cat {p.name} -o {p.name.removesuffix('.pbf')}.osm`."
-        )
-        raise ValueError(msg)
-    if suffixes.endswith(_GRAPHML_SUFFIXES):
+        graph = _read_osm_filtered(p, "pbf", network_type or "drive", label=p.name)
+    elif suffixes.endswith(_GRAPHML_SUFFIXES):
         graph = _read_graphml(p)
     elif suffixes.endswith(_OSM_XML_SUFFIXES):
-        graph = _read_osm_xml(p)
+        if network_type is None:
+            graph = _read_osm_xml(p)
+        else:
+            graph = _read_osm_filtered(p, _osmium_xml_format(suffixes), network_type, label=p.name)
     else:
         msg = (
             f"The file {p.name!r} is not a supported road network file: use OSM XML "
-            "(.osm, .osm.bz2, .xml) or GraphML (.graphml)."
+            "(.osm, .osm.bz2, .xml), OSM PBF (.osm.pbf) or GraphML (.graphml)."
         )
         raise ValueError(msg)
     try:
@@ -518,6 +542,398 @@ def _read_graphml(p: Path) -> nx.MultiDiGraph:
         msg = f"The file {p.name!r} could not be read as GraphML ({type(exc).__name__}: {exc})."
         raise ValueError(msg) from exc
     return graph
+
+
+# ---------------------------------------------------------------------------------------------
+# OSM files read with pyosmium (PBF; filtered XML; uploads)
+# ---------------------------------------------------------------------------------------------
+
+#: One condition of an Overpass way filter: ``["key"]``, ``["key"~"regex"]`` or ``["key"!~"regex"]``.
+_FILTER_TERM = re.compile(r'\["([^"]+)"(?:(!?~)"([^"]*)")?\]')
+
+
+def _way_filter(network_type: str) -> list[tuple[str, str | None, re.Pattern | None]]:
+    """Return osmnx's Overpass way filter of ``network_type`` as (key, operator, regex) terms."""
+    from osmnx._overpass import _get_network_filter
+
+    text = _get_network_filter(network_type)
+    terms = [
+        (m.group(1), m.group(2), re.compile(m.group(3)) if m.group(2) else None) for m in _FILTER_TERM.finditer(text)
+    ]
+    if "".join(m.group(0) for m in _FILTER_TERM.finditer(text)) != text:  # a filter form this reader does not know
+        msg = f"osmnx's way filter for {network_type!r} has a form panda cannot apply to a file: {text!r}."
+        raise RuntimeError(msg)
+    return terms
+
+
+def _way_passes(tags: dict[str, str], terms: list[tuple[str, str | None, re.Pattern | None]]) -> bool:
+    """Tell whether a way's tags pass the filter, with Overpass semantics.
+
+    ``[k]``: the key is set; ``[k~r]``: its value matches r (unanchored); ``[k!~r]``: the key is
+    absent or its value does not match r.
+    """
+    for key, op, pattern in terms:
+        value = tags.get(key)
+        if op is None:
+            if value is None:
+                return False
+        elif op == "~":
+            if value is None or not pattern.search(value):  # type: ignore[union-attr]
+                return False
+        elif value is not None and pattern.search(value):  # type: ignore[union-attr]
+            return False
+    return True
+
+
+def _osmium_xml_format(suffixes: str) -> str:
+    if suffixes.endswith(".bz2"):
+        return "osm.bz2"
+    if suffixes.endswith(".gz"):
+        return "osm.gz"
+    return "osm"
+
+
+def _osm_elements(path: Path, fmt: str, network_type: str, *, label: str, max_nodes: int | None = None) -> list[dict]:
+    """Return the Overpass-JSON elements a live download of ``network_type`` would give for the file.
+
+    Two pyosmium passes: the ways that pass osmnx's filter (a way whose nodes are partly missing,
+    as in a clipped extract, is split into its runs of present nodes), then their nodes.
+    """
+    import osmium
+    import osmnx as ox
+
+    terms = _way_filter(network_type)
+    node_tags = set(ox.settings.useful_tags_node)
+    ways: list[tuple[int, list[int], dict[str, str]]] = []
+    needed: set[int] = set()
+
+    def processor(kind):
+        return osmium.FileProcessor(osmium.io.File(str(path), fmt), kind)
+
+    try:
+        for way in processor(osmium.osm.WAY):
+            tags = {t.k: t.v for t in way.tags}
+            if not _way_passes(tags, terms):
+                continue
+            refs = [n.ref for n in way.nodes]
+            ways.append((way.id, refs, tags))
+            needed.update(refs)
+            if max_nodes is not None and len(needed) > max_nodes:
+                msg = (
+                    f"The file {label!r} holds more than {max_nodes:,} road nodes, the limit here: cut a smaller "
+                    "area out of it first (for example with osmium extract) or use an embedded city."
+                )
+                raise ValueError(msg)
+        nodes: dict[int, dict] = {}
+        if ways:
+            for node in processor(osmium.osm.NODE):
+                if node.id in needed and node.location.valid():
+                    item = {"type": "node", "id": node.id, "lon": node.location.lon, "lat": node.location.lat}
+                    tags = {t.k: t.v for t in node.tags if t.k in node_tags}
+                    if tags:
+                        item["tags"] = tags
+                    nodes[node.id] = item
+    except RuntimeError as exc:  # libosmium's parse errors (PBF, XML, compression)
+        kind = "OSM PBF" if fmt == "pbf" else "OpenStreetMap XML"
+        msg = (
+            f"The file {label!r} could not be read as {kind} ({exc}): it is damaged or not an OpenStreetMap "
+            "extract. Give an unbroken .osm.pbf, .osm, .osm.bz2 or .osm.gz file."
+        )
+        raise ValueError(msg) from None
+    elements: list[dict] = list(nodes.values())
+    for way_id, refs, tags in ways:
+        runs: list[list[int]] = [[]]
+        for ref in refs:
+            if ref in nodes:
+                runs[-1].append(ref)
+            elif runs[-1]:
+                runs.append([])
+        runs = [r for r in runs if len(r) >= 2]
+        for k, run in enumerate(runs):
+            # Pieces of a split way need their own key in osmnx (the way id stays in their tags' place).
+            piece_id = way_id if k == 0 else -(way_id * 1000 + k)
+            elements.append({"type": "way", "id": piece_id, "nodes": run, "tags": tags})
+    if not any(e["type"] == "way" for e in elements):
+        msg = (
+            f"The file {label!r} holds no '{network_type}' roads (OpenStreetMap ways with a highway tag of that "
+            "kind whose nodes are in the file): give an extract with roads in it."
+        )
+        raise ValueError(msg)
+    return elements
+
+
+def _read_osm_filtered(
+    path: Path, fmt: str, network_type: str, *, label: str, max_nodes: int | None = None
+) -> nx.MultiDiGraph:
+    """Build the graph osmnx builds for a live download of ``network_type``, from a file (no truncation)."""
+    import osmnx as ox
+    from osmnx.graph import _create_graph
+
+    elements = _osm_elements(path, fmt, network_type, label=label, max_nodes=max_nodes)
+    bidirectional = network_type in ox.settings.bidirectional_network_types
+    graph = _create_graph([{"elements": elements}], bidirectional)
+    return ox.simplify_graph(graph)
+
+
+#: File names an upload may have (the kind is read from the name).
+UPLOAD_SUFFIXES = (".osm", ".osm.bz2", ".osm.gz", ".osm.pbf")
+#: Largest upload, bytes as sent (compressed).
+MAX_UPLOAD_BYTES = 50_000_000
+#: Largest decompressed size of a .osm.bz2/.osm.gz upload, bytes (a decompression-bomb guard; OSM XML
+#: compresses about 10 to 20 times, so a full 50 MB upload stays within it).
+MAX_UPLOAD_DECOMPRESSED_BYTES = 1_000_000_000
+#: Most road nodes (nodes of the kept ways, before osmnx's simplification) an upload may hold.
+MAX_UPLOAD_NODES = 300_000
+#: Bounds of the upload cache (``cache_dir/uploads``): oldest-used files go first beyond them.
+UPLOAD_CACHE_MAX_BYTES = 200_000_000
+UPLOAD_CACHE_MAX_FILES = 64
+_UPLOAD_ID = re.compile(r"[0-9a-f]{16}")
+_READ_CHUNK = 1024 * 1024
+
+
+def _upload_kind(filename: str) -> tuple[str, str] | None:
+    """(osmium format, compression) of an upload's file name, or None when it is not supported."""
+    low = filename.strip().lower()
+    if low.endswith(".osm.pbf"):
+        return "pbf", ""
+    if low.endswith(".osm.bz2"):
+        return "osm", "bz2"
+    if low.endswith(".osm.gz"):
+        return "osm", "gz"
+    if low.endswith(".osm"):
+        return "osm", ""
+    return None
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}".replace(".0 ", " ")
+    return f"{n:,.0f} bytes"
+
+
+def _upload_label(filename: str) -> str:
+    name = Path(filename.replace("\\", "/")).name or "upload"
+    return name if len(name) <= 80 else name[:77] + "..."
+
+
+def _decompress_capped(data: bytes, compression: str, dest: Path, limit: int, label: str) -> None:
+    """Write the decompressed ``data`` to ``dest``, stopping with a sentence past ``limit`` bytes."""
+    opener = bz2.open if compression == "bz2" else gzip.open
+    total = 0
+    try:
+        with opener(io.BytesIO(data), "rb") as src, open(dest, "wb") as out:
+            while chunk := src.read(_READ_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    msg = (
+                        f"The file {label!r} decompresses to more than {_fmt_bytes(limit)}, the limit here: "
+                        "upload a smaller extract (or the same area as .osm.pbf)."
+                    )
+                    raise ValueError(msg)
+                out.write(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        msg = (
+            f"The file {label!r} is not a valid .{compression} archive ({exc}): it is damaged or was not "
+            f"compressed with {'bzip2' if compression == 'bz2' else 'gzip'}. Upload it again or as plain .osm."
+        )
+        raise ValueError(msg) from None
+
+
+def _upload_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
+    return (CACHE_DIR if cache_dir is None else Path(cache_dir)).expanduser().resolve() / "uploads"
+
+
+def _upload_cache_file(folder: Path, file_id: str, network_type: str) -> Path:
+    return folder / f"{file_id}.{network_type}.npz"
+
+
+def _evict_uploads(folder: Path, keep: Path, max_bytes: int, max_files: int) -> None:
+    """Delete the least recently used cached uploads until the folder is within its bounds."""
+    files = []
+    for f in folder.glob("*.npz"):
+        with contextlib.suppress(OSError):
+            st = f.stat()
+            files.append((st.st_mtime, st.st_size, f))
+    files.sort()
+    total = sum(size for _, size, _ in files)
+    count = len(files)
+    for _, size, f in files:
+        if total <= max_bytes and count <= max_files:
+            break
+        if f == keep:
+            continue
+        with contextlib.suppress(OSError):
+            f.unlink()
+            total -= size
+            count -= 1
+
+
+def network_from_upload(
+    data: bytes,
+    filename: str,
+    *,
+    network_type: str = "drive",
+    max_bytes: int = MAX_UPLOAD_BYTES,
+    max_decompressed_bytes: int = MAX_UPLOAD_DECOMPRESSED_BYTES,
+    max_nodes: int = MAX_UPLOAD_NODES,
+    cache_dir: str | os.PathLike | None = None,
+) -> RoadNetwork:
+    """Build a road network from an uploaded OpenStreetMap file, safely (bounded size and work).
+
+    The file is read with pyosmium through osmnx's way filter for ``network_type``, as
+    :func:`network_from_file` reads a PBF file. Decompressed data goes to a temporary folder that
+    is removed afterwards; the resulting network is cached as ``cache_dir/uploads/<id>.<type>.npz``
+    (at most :data:`UPLOAD_CACHE_MAX_FILES` files and :data:`UPLOAD_CACHE_MAX_BYTES` bytes, the least
+    recently used deleted first), so that :func:`load_upload` finds it again by its id.
+
+    Parameters
+    ----------
+    data
+        The file's bytes.
+    filename
+        The file's name; its ending gives the kind: one of :data:`UPLOAD_SUFFIXES`.
+    network_type
+        One of :data:`NETWORK_TYPES` (default ``"drive"``, like the embedded cities).
+    max_bytes
+        Largest accepted ``len(data)``.
+    max_decompressed_bytes
+        Largest decompressed size of a ``.bz2``/``.gz`` file (decompression-bomb guard).
+    max_nodes
+        Most road nodes (nodes of the kept ways, before simplification).
+    cache_dir
+        Folder of the caches; default ``data/cache`` in the project.
+
+    Returns
+    -------
+    RoadNetwork
+        The largest strongly connected component; its ``source`` is ``"file:<id>"``, where ``<id>``
+        is the first 16 hex digits of the file's sha256 (the key :func:`load_upload` takes) and its
+        ``name`` the file name.
+
+    Raises
+    ------
+    ValueError
+        With a sentence saying what to do, for a file that is empty, too large, decompresses to too
+        much, holds too many road nodes, is damaged or not OpenStreetMap data, or holds no usable roads.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        msg = f"The 'data' parameter of network_from_upload must be bytes. Got {type(data).__name__} instead."
+        raise TypeError(msg)
+    if not isinstance(filename, str):
+        msg = f"The 'filename' parameter of network_from_upload must be a str. Got {type(filename).__name__} instead."
+        raise TypeError(msg)
+    if not isinstance(network_type, str) or network_type not in NETWORK_TYPES:
+        msg = (
+            f"The 'network_type' parameter of network_from_upload must be one of {NETWORK_TYPES}. "
+            f"Got {network_type!r} instead."
+        )
+        raise ValueError(msg)
+    for pname, value in (
+        ("max_bytes", max_bytes),
+        ("max_decompressed_bytes", max_decompressed_bytes),
+        ("max_nodes", max_nodes),
+    ):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            msg = f"The '{pname}' parameter of network_from_upload must be an int >= 1. Got {value!r} instead."
+            raise ValueError(msg)
+    label = _upload_label(filename)
+    kind = _upload_kind(filename)
+    if kind is None:
+        msg = (
+            f"The file {label!r} is not an OpenStreetMap extract this page reads: upload a file ending in "
+            f"{', '.join(UPLOAD_SUFFIXES)}."
+        )
+        raise ValueError(msg)
+    data = bytes(data)
+    if not data:
+        msg = f"The file {label!r} is empty: upload an OpenStreetMap extract with roads in it."
+        raise ValueError(msg)
+    if len(data) > max_bytes:
+        msg = (
+            f"The file {label!r} is {_fmt_bytes(len(data))}, more than the {_fmt_bytes(max_bytes)} an upload may "
+            "have: cut a smaller area out of it (for example with osmium extract) or use an embedded city."
+        )
+        raise ValueError(msg)
+    file_id = hashlib.sha256(data).hexdigest()[:16]
+    folder = _upload_cache_dir(cache_dir)
+    cache_file = _upload_cache_file(folder, file_id, network_type)
+    cached = _read_upload_cache(cache_file)
+    if cached is not None:
+        return cached
+    fmt, compression = kind
+    with tempfile.TemporaryDirectory(prefix="panda-upload-") as tmp:
+        path = Path(tmp) / ("upload.osm.pbf" if fmt == "pbf" else "upload.osm")
+        if compression:
+            _decompress_capped(data, compression, path, max_decompressed_bytes, label)
+        else:
+            path.write_bytes(data)
+        del data
+        graph = _read_osm_filtered(path, fmt, network_type, label=label, max_nodes=max_nodes)
+    name = label
+    for suffix in UPLOAD_SUFFIXES[::-1]:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)] or label
+            break
+    try:
+        net = network_from_graph(graph, name=name, source=f"file:{file_id}")
+    except ValueError as exc:
+        msg = (
+            f"The file {label!r} holds no usable '{network_type}' road network: {exc} "
+            "Give an extract with connected roads."
+        )
+        raise ValueError(msg) from None
+    try:
+        _save_network_npz(net, cache_file)
+        _evict_uploads(folder, cache_file, UPLOAD_CACHE_MAX_BYTES, UPLOAD_CACHE_MAX_FILES)
+    except OSError as exc:
+        msg = f"Could not cache the uploaded network in {cache_file} ({exc}): a link to it works only until restart."
+        warnings.warn(msg, PandaWarning, stacklevel=2)
+    return net
+
+
+def _read_upload_cache(cache_file: Path) -> RoadNetwork | None:
+    if not cache_file.is_file():
+        return None
+    try:
+        net = _load_network_npz(cache_file)
+    except (OSError, ValueError, KeyError):
+        with contextlib.suppress(OSError):
+            cache_file.unlink()
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(cache_file)  # recently used: evicted last
+    return dataclasses.replace(net, source=net.source.split(" (cached: ")[0])
+
+
+def load_upload(
+    file_id: str, *, network_type: str = "drive", cache_dir: str | os.PathLike | None = None
+) -> RoadNetwork:
+    """Load the road network an earlier :func:`network_from_upload` built, by its id (``source`` without ``file:``).
+
+    Raises
+    ------
+    ValueError
+        When ``file_id`` is not 16 lowercase hex digits.
+    DataUnavailableError
+        When no upload with that id is in the cache (never uploaded here, or evicted).
+    """
+    if not isinstance(file_id, str) or not _UPLOAD_ID.fullmatch(file_id):
+        msg = f"The 'file_id' parameter of load_upload must be 16 lowercase hex digits. Got {file_id!r} instead."
+        raise ValueError(msg)
+    if network_type not in NETWORK_TYPES:
+        msg = (
+            f"The 'network_type' parameter of load_upload must be one of {NETWORK_TYPES}. Got {network_type!r} instead."
+        )
+        raise ValueError(msg)
+    net = _read_upload_cache(_upload_cache_file(_upload_cache_dir(cache_dir), file_id, network_type))
+    if net is None:
+        msg = (
+            f"The uploaded road network {file_id} is not on this server (uploads are kept for a while only, "
+            "the oldest removed first): upload the file again, or use an embedded city."
+        )
+        raise DataUnavailableError(msg)
+    return net
 
 
 # ---------------------------------------------------------------------------------------------
@@ -719,10 +1135,19 @@ def _probe_overpass(url: str, timeout_s: float | None = None) -> None:
     :data:`PROBE_TIMEOUT_S`), so that a machine without internet fails within seconds instead of
     osmnx's minute of retries.
     """
+    _probe_server(
+        url,
+        PROBE_TIMEOUT_S if timeout_s is None else timeout_s,
+        offline_message=lambda reason: _offline_message(url, reason),
+        setting="The Overpass URL {url!r} (osmnx.settings.overpass_url)",
+    )
+
+
+def _probe_server(url: str, timeout_s: float, *, offline_message, setting: str) -> None:
+    """:func:`_probe_overpass` for any server: ``offline_message(reason)`` is the error's text."""
     import osmnx as ox
     import requests
 
-    timeout_s = PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     target = url
     proxies = dict(requests.utils.get_environ_proxies(url))
     proxies.update(ox.settings.requests_kwargs.get("proxies") or {})
@@ -732,7 +1157,7 @@ def _probe_overpass(url: str, timeout_s: float | None = None) -> None:
     parsed = urlparse(target)
     host = parsed.hostname
     if not host:
-        msg = f"The Overpass URL {url!r} (osmnx.settings.overpass_url) names no host."
+        msg = f"{setting.format(url=url)} names no host."
         raise OfflineError(msg)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
 
@@ -745,13 +1170,13 @@ def _probe_overpass(url: str, timeout_s: float | None = None) -> None:
         except OSError as exc:
             failures.append(exc)
 
-    worker = threading.Thread(target=lookup, name="panda-overpass-lookup", daemon=True)
+    worker = threading.Thread(target=lookup, name="panda-server-lookup", daemon=True)
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
-        raise OfflineError(_offline_message(url, f"looking up {host!r} took more than {timeout_s:g} s"))
+        raise OfflineError(offline_message(f"looking up {host!r} took more than {timeout_s:g} s"))
     if failures:
-        raise OfflineError(_offline_message(url, f"cannot look up {host!r}: {failures[0]}"))
+        raise OfflineError(offline_message(f"cannot look up {host!r}: {failures[0]}"))
     deadline = time.monotonic() + timeout_s
     errors = []
     for family, kind, proto, _, address in addresses:
@@ -767,7 +1192,141 @@ def _probe_overpass(url: str, timeout_s: float | None = None) -> None:
         except OSError as exc:
             errors.append(str(exc) or type(exc).__name__)
     reason = f"no TCP connection to {host}:{port} within {timeout_s:g} s: {'; '.join(errors) or 'no address'}"
-    raise OfflineError(_offline_message(url, reason))
+    raise OfflineError(offline_message(reason))
+
+
+# ---------------------------------------------------------------------------------------------
+# Place names (osmnx's Nominatim geocoder)
+# ---------------------------------------------------------------------------------------------
+
+#: Seconds the geocoder waits for the Nominatim server (the connection probe gets at most PROBE_TIMEOUT_S).
+GEOCODE_TIMEOUT_S = 15.0
+#: Longest place name :func:`geocode_bbox` sends.
+MAX_QUERY_CHARS = 200
+
+
+def _geocode_offline_message(url: str, reason: str) -> str:
+    return (
+        f"Cannot reach the place-name search (Nominatim, {url}) ({reason}): finding an area by its name does not "
+        "work from here. Type the area's bounding box instead (west, south, east, north in degrees), pick an "
+        f"embedded city, which needs no connection ({', '.join(list_cities())}), or load an OpenStreetMap "
+        "extract you have (.osm, .osm.bz2, .osm.gz or .osm.pbf)."
+    )
+
+
+def geocode_bbox(
+    query: str, *, timeout_s: float = GEOCODE_TIMEOUT_S, cache_dir: str | os.PathLike | None = None
+) -> tuple[BoundingBox, str]:
+    """Find a place by its name with osmnx's Nominatim geocoder: its bounding box and full name.
+
+    Nothing is downloaded but the place's record; :func:`network_from_bbox` then downloads the roads.
+
+    Parameters
+    ----------
+    query
+        A place name, e.g. ``"Kotka, Finland"`` (1 to :data:`MAX_QUERY_CHARS` characters).
+    timeout_s
+        Seconds the geocoder waits for the server's answer.
+    cache_dir
+        Folder of the caches (osmnx's HTTP cache goes to ``cache_dir/osmnx``); default ``data/cache``.
+
+    Returns
+    -------
+    bbox, display_name
+        The place's bounding box (at most :data:`MAX_BBOX_AREA_KM2`) and Nominatim's name for it.
+        The first result with an area (a boundary polygon) is taken, else the most important one.
+
+    Raises
+    ------
+    ValueError
+        For an empty or too long query, a name the geocoder does not know, or a place larger than
+        :data:`MAX_BBOX_AREA_KM2`.
+    OfflineError
+        When the Nominatim server (``osmnx.settings.nominatim_url``) cannot be reached (within about
+        ``2 * PROBE_TIMEOUT_S`` seconds).
+    DownloadError
+        When the geocoder fails in any other way.
+    """
+    if not isinstance(query, str):
+        msg = f"The 'query' parameter of geocode_bbox must be a str. Got {type(query).__name__} instead."
+        raise TypeError(msg)
+    text = " ".join(query.split())
+    if not text:
+        msg = "The 'query' parameter of geocode_bbox must be a place name. Got an empty text instead: type a name."
+        raise ValueError(msg)
+    if len(text) > MAX_QUERY_CHARS:
+        msg = (
+            f"The 'query' parameter of geocode_bbox must be at most {MAX_QUERY_CHARS} characters. "
+            f"Got {len(text)} instead: type a shorter place name."
+        )
+        raise ValueError(msg)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
+        msg = f"The 'timeout_s' parameter of geocode_bbox must be a number > 0. Got {timeout_s!r} instead."
+        raise ValueError(msg)
+    import osmnx as ox
+    import requests
+    from osmnx._errors import InsufficientResponseError, ResponseStatusCodeError
+
+    ox.settings.doh_url_template = None
+    url = ox.settings.nominatim_url
+    _probe_server(
+        url,
+        min(PROBE_TIMEOUT_S, float(timeout_s)),
+        offline_message=lambda reason: _geocode_offline_message(url, reason),
+        setting="The Nominatim URL {url!r} (osmnx.settings.nominatim_url)",
+    )
+    root = (CACHE_DIR if cache_dir is None else Path(cache_dir)).expanduser().resolve()
+    # osmnx's settings are global: a running download owns them (and the server's address) until it ends.
+    if not _DOWNLOAD_LOCK.acquire(timeout=float(timeout_s)):
+        msg = "A road network download is running on this server: find the place again when it has finished."
+        raise DownloadError(msg)
+    getaddrinfo = socket.getaddrinfo
+    try:
+        _configure_osmnx(root / "osmnx", float(timeout_s))
+        try:
+            gdf = ox.geocoder.geocode_to_gdf(text)
+        except TypeError:  # found, but no result has an area (a point, a street): take the top result's box
+            gdf = ox.geocoder.geocode_to_gdf(text, which_result=1)
+    except InsufficientResponseError as exc:
+        if "0 results" in str(exc):
+            msg = (
+                f"No place called {text!r} was found in OpenStreetMap: check the spelling, add the country "
+                '("Kotka, Finland"), or type the area\'s bounding box.'
+            )
+            raise ValueError(msg) from None
+        msg = f"The place-name search's answer could not be used: {exc}"
+        raise DownloadError(msg) from exc
+    except ResponseStatusCodeError as exc:
+        msg = f"The place-name search (Nominatim) answered with an error: {exc}"
+        raise DownloadError(msg) from exc
+    except requests.RequestException as exc:
+        msg = f"The place-name search at {url} failed ({type(exc).__name__}: {exc})."
+        raise DownloadError(msg) from exc
+    finally:
+        socket.getaddrinfo = getaddrinfo
+        _DOWNLOAD_LOCK.release()
+    row = gdf.iloc[0]
+    name = str(row.get("display_name") or text)
+    w, s, e, n = (float(row[c]) for c in ("bbox_west", "bbox_south", "bbox_east", "bbox_north"))
+    if w > e:
+        msg = (
+            f"The place {name!r} crosses the 180° meridian, which a bounding box here cannot: type a box on "
+            "one side of it."
+        )
+        raise ValueError(msg)
+    pad = 1e-4  # a point's box: about 10 m around it
+    if not w < e:
+        w, e = max(w - pad, -180.0), min(e + pad, 180.0)
+    if not s < n:
+        s, n = max(s - pad, -90.0), min(n + pad, 90.0)
+    bbox = BoundingBox(w, s, e, n)
+    if bbox.area_km2 > MAX_BBOX_AREA_KM2:
+        msg = (
+            f"The place {name!r} covers about {bbox.area_km2:,.0f} km², more than the {MAX_BBOX_AREA_KM2:,.0f} km² "
+            "a download may have: search for a smaller place (a town or a district) or type a smaller box."
+        )
+        raise ValueError(msg)
+    return bbox, name
 
 
 _NPZ_ARRAYS = ("osm_id", "lon", "lat", "street_count", "edge_u", "edge_v", "edge_length_m")

@@ -232,7 +232,7 @@ NOT_ROAD_NETWORKS = {
         '<node id="2" lat="1.001" lon="1"/></osm>\n',
         "no edges",
     ),
-    "city.osm.pbf": ("not really pbf", "osmium cat"),
+    "city.osm.pbf": ("not really pbf", "could not be read as OSM PBF"),
     "text.graphml": ("hello world\n", "could not be read as GraphML"),
     "nocoords.graphml": (
         '<?xml version="1.0"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">'
