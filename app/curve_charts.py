@@ -5,6 +5,12 @@ attacker's error (m), or both as two stacked panels sharing the eps axis (``metr
 
 * one line with markers per mechanism (readable names: :data:`LABELS`), broken where a point has
   no value (not solved, failed, skipped);
+* two loss lines per PAnDA variant, labelled: "PAnDA-e at its users" (solid: ``users_loss_m``, its
+  expected loss at the users' true places with the anchors they drew, the paper's measure and the
+  number the Compare and PAnDA pages show) and "PAnDA-e over every place" (dashed: ``loss_m``, the
+  loss of its surrogate mixture over every record under the prior, as for the baselines); its
+  attacker line is the mixture's, so it is the dashed "over every place" one
+  (:data:`PANDA_SCOPES`, ``trace.meta["scope"]``);
 * the marker says what the exact audit found: filled circle = passed, hollow circle = failed,
   filled diamond = not audited (a sampled estimate, e.g. planar Laplace by sampling); a grey key
   in the legend explains the three;
@@ -32,29 +38,24 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.analysis import fmt_m
+from app.palette import MECHANISM_COLORS
 from panda.tradeoff import METHOD_LABELS
 
-__all__ = ["LABELS", "COLORS", "METRICS", "tradeoff_figure", "tradeoff_notes"]
+__all__ = ["LABELS", "COLORS", "METRICS", "PANDA_SCOPES", "tradeoff_figure", "tradeoff_notes"]
 
 #: Readable mechanism names.
 LABELS: dict[str, str] = dict(METHOD_LABELS)
-#: One colour per mechanism.
-COLORS: dict[str, str] = {
-    "laplace": "#8c564b",
-    "em": "#1f77b4",
-    "em-br": "#17becf",
-    "lp-ca": "#bcbd22",
-    "lp-em": "#9467bd",
-    "lp-bd": "#7f7f7f",
-    "lp": "#111111",
-    "panda-e": "#d62728",
-    "panda-p": "#ff7f0e",
-    "panda-l": "#e377c2",
-}
+#: One colour per mechanism: Okabe-Ito, distinct with colour-vision deficiencies (app/palette.py).
+COLORS: dict[str, str] = dict(MECHANISM_COLORS)
 #: metric -> (row key, axis title, word in hover text).
 METRICS: dict[str, tuple[str, str, str]] = {
     "loss": ("loss_m", "expected loss (m)", "expected loss"),
     "attacker": ("adversary_error_m", "attacker's error (m)", "attacker's error"),
+}
+#: PAnDA's two losses: scope -> (row key, suffix of the line's name, line dash).
+PANDA_SCOPES: dict[str, tuple[str, str, str]] = {
+    "users": ("users_loss_m", "at its users", "solid"),
+    "every place": ("loss_m", "over every place", "dash"),
 }
 _SYMBOL = {"passed": "circle", "failed": "circle-open", "not audited": "diamond"}
 _KEY_TEXT = {
@@ -88,10 +89,11 @@ def _audit_text(row: Mapping) -> str:
     return text
 
 
-def _hover(row: Mapping, label: str, word: str, value: float, other: tuple[str, float] | None) -> str:
+def _hover(row: Mapping, label: str, word: str, value: float, others: Sequence[tuple[str, object]]) -> str:
     lines = [f"<b>{label}</b>", f"ε = {row['epsilon_per_km']:g} /km", f"{word}: {fmt_m(value)}"]
-    if other is not None and _finite(other[1]):
-        lines.append(f"{other[0]}: {fmt_m(other[1])}")
+    for other_word, other_value in others:
+        if _finite(other_value):
+            lines.append(f"{other_word}: {fmt_m(float(other_value))}")
     lines.append(_audit_text(row))
     if _finite(row.get("build_time_s")):
         lines.append(f"built in {row['build_time_s']:.2f} s")
@@ -110,6 +112,44 @@ def _by_method(rows: Sequence[Mapping]) -> dict[str, list[Mapping]]:
     return out
 
 
+def _users_word(row: Mapping) -> str:
+    n = row.get("users_counted")
+    who = f"its {int(n)} users" if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 0 else "its users"
+    return f"expected loss at {who} (the paper's measure)"
+
+
+def _lines_of(method: str, metric: str) -> list[tuple[str | None, str, str]]:
+    """The lines one mechanism gets in a panel: (scope, row key, line dash).
+
+    One line per mechanism, except PAnDA's two losses (:data:`PANDA_SCOPES`); PAnDA's attacker
+    error is its surrogate mixture's, over every place.
+    """
+    if not method.startswith("panda"):
+        return [(None, METRICS[metric][0], "solid")]
+    if metric == "attacker":
+        return [("every place", METRICS["attacker"][0], PANDA_SCOPES["every place"][2])]
+    return [(scope, key, dash) for scope, (key, _, dash) in PANDA_SCOPES.items()]
+
+
+def _point_hover(row: Mapping, name: str, metric: str, scope: str | None, value: float) -> str:
+    """The hover text of one point: its value, the mechanism's other numbers, the audit."""
+    loss_key, _, loss_word = METRICS["loss"]
+    att_key, _, att_word = METRICS["attacker"]
+    if scope is None:
+        word, others = (loss_word, [(att_word, row.get(att_key))])
+        if metric == "attacker":
+            word, others = (att_word, [(loss_word, row.get(loss_key))])
+        return _hover(row, name, word, value, others)
+    users = (_users_word(row), row.get(PANDA_SCOPES["users"][0]))
+    every = ("expected loss over every place (prior-weighted)", row.get(PANDA_SCOPES["every place"][0]))
+    attacker = (att_word, row.get(att_key))
+    if metric == "attacker":
+        return _hover(row, name, att_word, value, [users, every])
+    if scope == "users":
+        return _hover(row, name, users[0], value, [every, attacker])
+    return _hover(row, name, every[0], value, [users, attacker])
+
+
 def _add_metric(
     fig: go.Figure,
     groups: dict[str, list[Mapping]],
@@ -119,44 +159,46 @@ def _add_metric(
     row: int | None,
     show_legend: bool,
 ) -> None:
-    key, _, word = METRICS[metric]
-    other_metric = "attacker" if metric == "loss" else "loss"
-    other_key, _, other_word = METRICS[other_metric]
     where = {"row": row, "col": 1} if row is not None else {}
     for method, pts in groups.items():
         label = labels.get(method, LABELS.get(method, method))
         color = COLORS.get(method, _GREY)
-        xs, ys, symbols, hover, custom = [], [], [], [], []
-        for r in pts:
-            value = r.get(key)
-            xs.append(float(r["epsilon_per_km"]))
-            custom.append([float(r["epsilon_per_km"]), method])
-            if r.get("outcome", "solved") == "solved" and _finite(value):
-                ys.append(float(value))
-                symbols.append(_SYMBOL[_audit_state(r)])
-                hover.append(_hover(r, label, word, float(value), (other_word, r.get(other_key, float("nan")))))
-            else:
-                ys.append(None)
-                symbols.append("circle")
-                hover.append("")
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines+markers",
-                name=label,
-                legendgroup=method,
-                showlegend=show_legend,
-                connectgaps=False,
-                line={"color": color, "width": 2},
-                marker={"symbol": symbols, "size": 10, "color": color, "line": {"color": color, "width": 2}},
-                customdata=custom,
-                hovertext=hover,
-                hovertemplate="%{hovertext}<extra></extra>",
-                meta={"method": method, "metric": metric},
-            ),
-            **where,
-        )
+        for scope, key, dash in _lines_of(method, metric):
+            name = label if scope is None else f"{label} {PANDA_SCOPES[scope][1]}"
+            xs, ys, symbols, hover, custom = [], [], [], [], []
+            for r in pts:
+                value = r.get(key)
+                xs.append(float(r["epsilon_per_km"]))
+                custom.append([float(r["epsilon_per_km"]), method])
+                if r.get("outcome", "solved") == "solved" and _finite(value):
+                    ys.append(float(value))
+                    symbols.append(_SYMBOL[_audit_state(r)])
+                    hover.append(_point_hover(r, name, metric, scope, float(value)))
+                else:
+                    ys.append(None)
+                    symbols.append("circle")
+                    hover.append("")
+            meta = {"method": method, "metric": metric}
+            if scope is not None:
+                meta["scope"] = scope
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=method if scope is None else f"{method}: {scope}",
+                    showlegend=show_legend,
+                    connectgaps=False,
+                    line={"color": color, "width": 2, "dash": dash},
+                    marker={"symbol": symbols, "size": 10, "color": color, "line": {"color": color, "width": 2}},
+                    customdata=custom,
+                    hovertext=hover,
+                    hovertemplate="%{hovertext}<extra></extra>",
+                    meta=meta,
+                ),
+                **where,
+            )
         if method == "lp" and metric == "loss":
             _add_lp_bound(fig, pts, label, color, where, show_legend)
 
@@ -389,7 +431,9 @@ def tradeoff_figure(
     Returns
     -------
     go.Figure
-        One line trace per mechanism and panel (``trace.meta["method"]``), plus the LP's lower bound
+        One line trace per mechanism and panel (``trace.meta["method"]``; PAnDA's loss panel has two,
+        "<label> at its users" and "<label> over every place", ``trace.meta["scope"]`` ``"users"``
+        and ``"every place"``, and its attacker line is the latter's), plus the LP's lower bound
         trace where needed (``meta["kind"] == "lower bound"``) and the legend key traces
         (``meta["kind"] == "key"``); every point's ``customdata[0]`` is its eps.
     """
@@ -459,6 +503,33 @@ def tradeoff_figure(
     return fig
 
 
+def _span_m(values: Sequence[float]) -> str:
+    """'257 m at every ε' for values within 1 % of each other, else '180 m to 257 m'."""
+    lo, hi = min(values), max(values)
+    if hi <= lo * 1.01:
+        return fmt_m(lo) + (" at every ε" if len(values) > 1 else "")
+    return f"{fmt_m(lo)} to {fmt_m(hi)}"
+
+
+def _panda_scope_note(pts: Sequence[Mapping], label: str) -> str:
+    """The sentence saying why PAnDA's two loss lines differ, with their measured values ('' if none)."""
+    users_key, every_key = PANDA_SCOPES["users"][0], PANDA_SCOPES["every place"][0]
+    solved = [
+        r for r in pts if r.get("outcome") == "solved" and _finite(r.get(users_key)) and _finite(r.get(every_key))
+    ]
+    if not solved:
+        return ""
+    users = [float(r[users_key]) for r in solved]
+    every = [float(r[every_key]) for r in solved]
+    return (
+        f"{label} at its users ({_span_m(users)}) is its expected loss at its users' own places with the anchors "
+        "they drew (the paper's measure, the number Compare and the PAnDA page show), while "
+        f"{label} over every place ({_span_m(every)}) is the loss if every place on the map reported through the "
+        "anchors those users uploaded, weighted by how likely each place is: a place far from all of them "
+        "reports through a distant anchor, hence the gap."
+    )
+
+
 def tradeoff_notes(rows: Sequence[Mapping], labels: Mapping[str, str] | None = None) -> list[str]:
     """Plain sentences for under the figure: what did not finish, the LP's bounds, the caveats."""
     labels = dict(labels or {})
@@ -497,6 +568,9 @@ def tradeoff_notes(rows: Sequence[Mapping], labels: Mapping[str, str] | None = N
             missing = _missing_lp_note(pts)
             if missing:
                 notes.append(missing)
+        scopes = _panda_scope_note(pts, label) if method.startswith("panda") else ""
+        if scopes:
+            notes.append(scopes)
         if method.startswith("panda") and any(r.get("outcome") == "solved" for r in pts):
             notes.append(
                 f"{label}: its audit is the exact PmDP audit (Phase I's privacy cost counted); its attacker's error "

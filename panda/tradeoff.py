@@ -4,13 +4,19 @@
 the same instance and measures, per point (one dict per (method, eps), keys :data:`CURVE_COLUMNS`):
 
 ``loss_m``
-    Expected utility loss under the instance's prior, metres:
+    Expected utility loss *over every place* under the instance's prior, metres:
     ``sum_x p_x sum_y cost[x, y] P[x, y]`` (:func:`panda.mechanisms.expected_loss_m`). For PAnDA
     ``P`` is its record-level *surrogate mixture* (:mod:`panda.mechanisms.panda_mech`): every record
     draws anchors, reports with the row of its nearest drawn anchor of the server's union ``A``
     (conditioned on drawing one), so the loss is over all records under the prior, like every other
-    row, for the union ``A`` this seed's users produced. ``users_loss_m`` is the loss at the users'
-    true records instead (for PAnDA: with their realised surrogates, ``PandaResult.loss_expected_m``).
+    row, for the union ``A`` this seed's users produced. A record far from every anchor of ``A``
+    reports through a distant anchor's row, so for PAnDA this is much larger than at its users.
+``users_loss_m``, ``users_counted``
+    The expected loss *at the users' true records* instead, metres, and how many users it averages
+    over. For PAnDA it is the paper's measure, ``PandaResult.loss_expected_m``: each user reports
+    with the row of the surrogate its own drawn anchors gave, expectation over Phase II (users
+    whose anchor set is empty cannot report and are not counted); the Compare and PAnDA pages show
+    this number. For the baselines: ``mean_n sum_y cost[u_n, y] P[u_n, y]`` over all users.
 ``adversary_error_m``
     The Bayes-optimal attacker's expected error, metres (:func:`panda.audit.adversary_error_m` with
     the instance's privacy metric, ``d_km * 1000``): it knows the prior and the matrix and guesses
@@ -115,6 +121,7 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "loss_m",
     "adversary_error_m",
     "users_loss_m",
+    "users_counted",
     "audited",
     "audit_passed",
     "audit_kind",
@@ -156,6 +163,7 @@ def _empty_row(method: str, eps: float) -> dict:
         "loss_m": nan,
         "adversary_error_m": nan,
         "users_loss_m": nan,
+        "users_counted": 0,
         "audited": False,
         "audit_passed": None,
         "audit_kind": "",
@@ -200,11 +208,14 @@ def _measure(row: dict, method: str, instance: Instance, mech: MechanismResult, 
     row["adversary_error_m"] = float(adversary_error_m(p, instance.prior, instance.d_km * 1000.0))
     users = instance.users
     row["users_loss_m"] = float((instance.cost_m[users] * p[users]).sum(axis=1).mean())
+    row["users_counted"] = int(users.size)
     if method in _PANDA_DECAYS:
         from panda.pmdp import audit_panda
 
         res = mech.details["panda"]
+        # The paper's measure: at the users' true records, with the surrogates their own draws gave.
         row["users_loss_m"] = float(res.loss_expected_m)
+        row["users_counted"] = int((np.asarray(res.surrogates) >= 0).sum())
         pm = audit_panda(res, instance, n_record_pairs=0)
         lo, hi = float(pm.user_rate_over_delta), float(pm.user_rate_over_delta_upper)
         row.update(

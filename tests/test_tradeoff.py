@@ -46,6 +46,9 @@ def test_rows_are_complete_and_honest(curve):
         if r["outcome"] == "solved":
             assert math.isfinite(r["loss_m"]) and math.isfinite(r["adversary_error_m"]) and r["audited"]
             assert r["audit_passed"] in (True, False)
+        elif r["method"] == "lp" and r["outcome"] == "time limit" and math.isfinite(r["loss_m"]):
+            # cut short by its time limit (a loaded machine): its best audited mechanism and its bound
+            assert r["audited"] and r["audit_passed"] and 0 < r["lower_bound_m"] < r["loss_m"], r
         else:
             assert math.isnan(r["loss_m"]) and not r["audited"] and r["audit_passed"] is None
     # progress between points, fractions in [0, 1], the last one 1
@@ -91,6 +94,57 @@ def test_panda_rows_count_phase_one(curve, tiny):
             assert 0.0 <= r["pmdp_user_rate_over_delta"] <= r["pmdp_user_rate_over_delta_upper"] <= 1.0
             assert r["audit_passed"] == (r["pmdp_user_rate_over_delta_upper"] == 0.0)
             assert math.isfinite(r["users_loss_m"])
+
+
+def test_panda_rows_carry_both_losses_computed(curve, tiny):
+    """PAnDA's loss at its users is the PandaResult's (the paper's measure, as Compare shows); its loss
+    over every place is its surrogate mixture's under the prior: both recomputed here, and they differ."""
+    from panda.mechanisms.base import expected_loss_m
+    from panda.mechanisms.panda_mech import panda_mixture_matrix
+
+    rows, _ = curve
+    solved = [r for r in rows if r["method"] == "panda-e" and r["outcome"] == "solved"]
+    assert len(solved) >= 2
+    for r in solved:
+        cfg = panda.PandaConfig().replace(epsilon_per_km=r["epsilon_per_km"], solve_relaxed=False)
+        res = panda.run_panda(tiny, cfg, seed=0)
+        assert r["users_loss_m"] == pytest.approx(res.loss_expected_m, rel=1e-9)
+        assert r["users_loss_m"] == pytest.approx(res.summary()["loss_expected_m"], rel=1e-9)
+        assert r["users_counted"] == int((res.surrogates >= 0).sum()) > 0
+        mixture, _ = panda_mixture_matrix(tiny, res)
+        assert r["loss_m"] == pytest.approx(expected_loss_m(tiny, mixture), rel=1e-9)
+        assert r["loss_m"] != r["users_loss_m"]  # two measures (close here: 60 places, 2 km across)
+    # the baselines average over every user
+    em = [r for r in rows if r["method"] == "em" and r["outcome"] == "solved"]
+    assert em and all(r["users_counted"] == tiny.n_users for r in em)
+
+
+def test_panda_on_the_lessons_instance_far_apart_and_both_drawn():
+    """The Lesson's default view (Neubrandenburg, 500 places, 20 users, artifact preset): its users'
+    loss is the PAnDA page's number, the mixture over every place is several times larger, and the
+    figure draws both, labelled, with these values (issue 26, item 8)."""
+    from app.curve_charts import tradeoff_figure, tradeoff_notes
+
+    inst = panda.make_instance(panda.load_city("neubrandenburg"), n_records=500, n_users=20, n_outputs=100, seed=0)
+    cfg = panda.preset("artifact")
+    rows = tradeoff_curve(inst, ("panda-e",), (0.5, 5.0, 50.0), panda_config=cfg, seed=0)
+    assert [r["outcome"] for r in rows] == ["solved"] * 3
+    for r in rows:
+        res = panda.run_panda(inst, cfg.replace(epsilon_per_km=r["epsilon_per_km"]), seed=0)
+        assert r["users_loss_m"] == pytest.approx(res.loss_expected_m, rel=1e-9)
+        assert r["loss_m"] > 4 * r["users_loss_m"], r
+    fig = tradeoff_figure(rows, 5.0, metric="both", labels={"panda-e": "PAnDA-e"})
+    loss = {t.name: list(t.y) for t in _lines(fig, "loss")}
+    assert loss == {
+        "PAnDA-e at its users": [r["users_loss_m"] for r in rows],
+        "PAnDA-e over every place": [r["loss_m"] for r in rows],
+    }
+    (note,) = [n for n in tradeoff_notes(rows, labels={"panda-e": "PAnDA-e"}) if "over every place" in n]
+    from app.analysis import fmt_m
+
+    for key, scope in (("users_loss_m", "at its users ("), ("loss_m", "over every place (")):
+        at = note.index(scope) + len(scope)
+        assert note[at:].startswith(fmt_m(min(r[key] for r in rows))), note  # the measured values
 
 
 def test_an_impossible_time_limit_is_a_row(tiny):
@@ -179,8 +233,27 @@ def test_figure(curve):
     lp[1].update(outcome="time limit", loss_m=float("nan"), lower_bound_m=float("nan"), audited=False)
     fig = tradeoff_figure(rows, 5.0, metric="loss")
     lines = _lines(fig, "loss")
-    assert [t.meta["method"] for t in lines] == list(METHODS)
-    assert [t.name for t in lines] == ["EM", "EM+BR", "Optimal LP", "PAnDA-e"]
+    assert [t.meta["method"] for t in lines] == [*METHODS, "panda-e"]
+    assert [t.name for t in lines] == [
+        "EM",
+        "EM+BR",
+        "Optimal LP",
+        "PAnDA-e at its users",
+        "PAnDA-e over every place",
+    ]
+    # PAnDA's two losses, each from its own column of the rows, labelled, the mixture's dashed
+    users_line, every_line = lines[3], lines[4]
+    assert (users_line.meta["scope"], every_line.meta["scope"]) == ("users", "every place")
+    assert (users_line.line.dash, every_line.line.dash) == ("solid", "dash")
+    panda_rows = [r for r in rows if r["method"] == "panda-e"]
+    for line, key in ((users_line, "users_loss_m"), (every_line, "loss_m")):
+        want = [r[key] if r["outcome"] == "solved" else None for r in panda_rows]
+        assert list(line.y) == want
+    solved = [i for i, r in enumerate(panda_rows) if r["outcome"] == "solved"]
+    assert solved and all(users_line.y[i] != every_line.y[i] for i in solved)
+    i = solved[0]
+    assert "the paper's measure" in users_line.hovertext[i] and "over every place" in users_line.hovertext[i]
+    assert f"at its {panda_rows[i]['users_counted']} users" in users_line.hovertext[i]
     em = lines[0]
     assert list(em.marker.symbol) == ["circle", "circle-open", "circle", "circle"]
     for t in lines:
@@ -196,9 +269,19 @@ def test_figure(curve):
     assert any("no bound" in a.text for a in fig.layout.annotations)
     notes = tradeoff_notes(rows)
     assert any("no mechanism can do better than 123 m at ε = 1" in n for n in notes)
-    # both panels: one line per mechanism in each, the current eps marked in both
+    (scope_note,) = [n for n in notes if "over every place" in n]
+    assert "PAnDA-e at its users" in scope_note and "the paper's measure" in scope_note
+    short = tradeoff_notes(rows, labels={"panda-e": "PAnDA"})
+    assert any("PAnDA at its users" in n and "PAnDA over every place" in n for n in short)
+    # both panels: one line per mechanism in each (PAnDA's two losses on top), the current eps in both
     both = tradeoff_figure(rows, 20.0, metric="both", height=600)
-    assert len(_lines(both, "loss")) == len(_lines(both, "attacker")) == len(METHODS)
+    assert len(_lines(both, "loss")) == len(METHODS) + 1
+    attacker = _lines(both, "attacker")
+    assert [t.name for t in attacker] == ["EM", "EM+BR", "Optimal LP", "PAnDA-e over every place"]
+    want = [r["adversary_error_m"] if r["outcome"] == "solved" else None for r in panda_rows]
+    assert list(attacker[3].y) == want and attacker[3].showlegend is False
+    names = {t.name for t in both.data}
+    assert {"PAnDA-e at its users", "PAnDA-e over every place"} <= names
     assert len([s for s in both.layout.shapes if s.x0 == 20.0]) == 2
     with pytest.raises(ValueError, match="metric"):
         tradeoff_figure(rows, 5.0, metric="utility")
