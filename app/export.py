@@ -49,6 +49,7 @@ __all__ = [
     "mechanism_matrix_csv",
     "matrix_meta_json",
     "matrix_npz",
+    "matrix_parts",
     "IMAGE_FORMATS",
     "browser_path",
     "image_export_problem",
@@ -226,10 +227,10 @@ def file_stem(meta: Mapping[str, Any]) -> str:
     return f"{place}_K{int(meta.get('n_records', 0))}_{mech}_eps{eps:g}"
 
 
-def _matrix_parts(
+def matrix_parts(
     matrix: np.ndarray, instance: panda.Instance, row_records: np.ndarray | None, where: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The matrix as floats, its rows' records and its columns' records (checked against the instance)."""
+    """The matrix as floats, its rows' records and its columns' records, checked against the instance (ValueError)."""
     z = np.asarray(matrix, dtype=float)
     outputs = np.asarray(instance.outputs, dtype=np.int64)
     if z.ndim != 2 or z.shape[1] != outputs.size:
@@ -279,7 +280,7 @@ def mechanism_matrix_csv(
         ``(R,)`` place of each row; ``None``: row i is place i (then R = K).
     """
     _check_meta(meta, "mechanism_matrix_csv")
-    z, rows, outputs = _matrix_parts(matrix, instance, row_records, "mechanism_matrix_csv")
+    z, rows, outputs = matrix_parts(matrix, instance, row_records, "mechanism_matrix_csv")
     lon, lat = np.asarray(instance.lon, dtype=float), np.asarray(instance.lat, dtype=float)
     prefix = ROW_KINDS[meta["rows"]]
     buf = io.StringIO()
@@ -298,7 +299,7 @@ def matrix_meta_json(
 ) -> str:
     """The parameters of a matrix download and what its CSV's columns hold (strict JSON)."""
     _check_meta(meta, "matrix_meta_json")
-    z, rows, _ = _matrix_parts(matrix, instance, row_records, "matrix_meta_json")
+    z, rows, _ = matrix_parts(matrix, instance, row_records, "matrix_meta_json")
     prefix = ROW_KINDS[meta["rows"]]
     data = {
         "parameters": {k: meta[k] for k in MATRIX_META_KEYS},
@@ -326,7 +327,7 @@ def matrix_npz(
     the parameters as one JSON string.
     """
     _check_meta(meta, "matrix_npz")
-    z, rows, outputs = _matrix_parts(matrix, instance, row_records, "matrix_npz")
+    z, rows, outputs = matrix_parts(matrix, instance, row_records, "matrix_npz")
     lon, lat = np.asarray(instance.lon, dtype=float), np.asarray(instance.lat, dtype=float)
     arrays: dict[str, np.ndarray] = {
         "matrix": z,
