@@ -1,11 +1,10 @@
 """Derive the points-of-interest files ``data/pois/<city>.csv.gz`` from the raw OpenStreetMap extracts.
 
 A one-time derivation, not part of the library: it needs PyPI ``osmium`` (pyosmium, reads OSM XML
-and PBF) and the raw extracts the embedded road networks came from (see data/README.md), by
+and PBF; in requirements.txt) and the raw extracts the embedded road networks came from (see data/README.md), by
 default in ``../shared/data/osm/raw/`` next to the project::
 
-    pip install osmium==4.3.2
-    python data/make_pois.py [--raw-dir DIR]
+    python data/make_pois.py [--raw-dir DIR] [--out-dir DIR]
 
 A point of interest is an OSM object with an ``amenity``, ``shop`` or ``office`` tag: a node at its
 position, a way or a multipolygon relation at the centroid of its geometry (the polygon for a closed
@@ -115,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     """Regenerate every ``data/pois/<city>.csv.gz``; print counts per city."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw-dir", type=Path, default=DEFAULT_RAW_DIR, help="folder of the raw OSM extracts")
+    parser.add_argument("--out-dir", type=Path, default=OUT_DIR, help="folder the <city>.csv.gz files go to")
     args = parser.parse_args(argv)
     for city, (filename, sha256) in RAW_FILES.items():
         path = args.raw_dir / filename
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         bbox = load_city(city).bbox
         west, south, east, north = bbox.as_tuple()
         kept = sorted((lon, lat, kind) for lon, lat, kind in rows if west <= lon <= east and south <= lat <= north)
-        write_csv_gz(kept, OUT_DIR / f"{city}.csv.gz")
+        write_csv_gz(kept, args.out_dir / f"{city}.csv.gz")
         print(
             f"{city}: {len(rows)} POIs in the raw extract (nodes {counts['node']}, ways {counts['way']}, "
             f"relations {counts['relation']}, skipped {counts['skipped']}); {len(kept)} inside the network bbox "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import re
 
 import numpy as np
@@ -316,3 +317,18 @@ def test_parse_places_csv_bounds_the_work():
     assert len(parse_places_csv(big, max_rows=1000)) == 1000
     with pytest.raises(TypeError, match="must be the file's bytes"):
         parse_places_csv("lat,lon\n1,2\n")
+
+
+@pytest.mark.slow
+def test_make_pois_regenerates_the_shipped_files_byte_for_byte(tmp_path):
+    spec = importlib.util.spec_from_file_location("make_pois", POI_DIR.parent / "make_pois.py")
+    if importlib.util.find_spec("osmium") is None:
+        pytest.skip("PyPI osmium (requirements.txt) is not installed")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    missing = [f for f, _ in module.RAW_FILES.values() if not (module.DEFAULT_RAW_DIR / f).is_file()]
+    if missing:
+        pytest.skip(f"raw OSM extracts not present in {module.DEFAULT_RAW_DIR}: {missing}")
+    assert module.main(["--out-dir", str(tmp_path)]) == 0
+    for name in CITIES:
+        assert (tmp_path / f"{name}.csv.gz").read_bytes() == (POI_DIR / f"{name}.csv.gz").read_bytes(), name
