@@ -7,11 +7,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.lesson import PairCheck, times
+from app.palette import OKABE_ITO
 
 __all__ = ["two_places", "A_COLOR", "B_COLOR"]
 
-A_COLOR = "#dc143c"
-B_COLOR = "#1e6ee6"
+#: Place A and B as on the map: Okabe-Ito vermillion and blue (app/palette.py).
+A_COLOR = OKABE_ITO["vermillion"]
+B_COLOR = OKABE_ITO["blue"]
 
 
 def two_places(check: PairCheck, row_a: np.ndarray, row_b: np.ndarray, *, height: int = 340) -> go.Figure:

@@ -1,6 +1,6 @@
 """The Lesson map (pure: returns a ``pdk.Deck``, no streamlit calls).
 
-Two modes: *reports* (where place A's reports land: a disc per output, bigger and redder = likelier,
+Two modes: *reports* (where place A's reports land: a disc per output, bigger and darker = likelier,
 the expected error as a ring, a few sampled reports, for planar Laplace the smooth noise density) and
 *attacker* (for one report, the attacker's belief over the places and its best guess). The places
 layer (id ``places``) is pickable: a click on it selects a place. No basemap, no outside request.
@@ -18,15 +18,17 @@ import pydeck as pdk
 
 import panda
 from app.maps import TOOLTIP_STYLE, fit_view, heat_color, roads_layer
+from app.palette import A_RGB, B_RGB, GUESS_RGB, heat_rgb
 
 __all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
 
 PLACE_LAYER = "places"
 #: Map mode key -> label (stable option values).
 MODES = {"reports": "Reports", "attacker": "Attacker"}
-A_COLOR = [220, 20, 60, 255]
-B_COLOR = [30, 110, 230, 255]
-GUESS_COLOR = [20, 20, 20, 255]
+#: Okabe-Ito vermillion (A) and blue (B), the guess near-black: distinct with colour-vision deficiencies.
+A_COLOR = [*A_RGB, 255]
+B_COLOR = [*B_RGB, 255]
+GUESS_COLOR = [*GUESS_RGB, 255]
 
 
 class CompactDeck(pdk.Deck):
@@ -67,9 +69,7 @@ def laplace_density_image(
     rel = density / (eps * eps / (2.0 * math.pi))  # density / its peak
     t = np.clip(rel, 0.0, 1.0) ** 0.5
     rgba = np.zeros((size_px, size_px, 4), dtype=np.uint8)
-    rgba[..., 0] = (255 - 75 * t).astype(np.uint8)
-    rgba[..., 1] = (200 * (1 - t) + 20 * t).astype(np.uint8)
-    rgba[..., 2] = (60 * (1 - t)).astype(np.uint8)
+    rgba[..., :3] = heat_rgb(t)  # the discs' colours (reversed cividis)
     rgba[..., 3] = (170 * np.clip((t - 0.05) / 0.95, 0.0, 1.0)).astype(np.uint8)  # fades out before the edge
     buf = io.BytesIO()
     Image.fromarray(rgba, "RGBA").save(buf, format="PNG")
@@ -219,7 +219,7 @@ def build_lesson_deck(
                 radius_units="'meters'",
                 filled=False,
                 stroked=True,
-                get_line_color=[220, 20, 60, 200],
+                get_line_color=[*A_RGB, 220],
                 line_width_min_pixels=2,
                 pickable=False,
             )

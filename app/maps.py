@@ -13,6 +13,7 @@ import pydeck as pdk
 
 import panda
 from app.analysis import UserPairs, fmt_m, surrogate_rows
+from app.palette import heat_rgb
 
 __all__ = [
     "LAYERS",
@@ -111,9 +112,10 @@ def fit_view(lon: np.ndarray, lat: np.ndarray, *, width_px: int = 640, height_px
 
 
 def heat_color(t: float, *, alpha_low: int = 140) -> list[int]:
-    """Yellow (0) to dark red (1), RGBA; the opacity rises from ``alpha_low`` to 250."""
+    """Pale yellow (0) to dark navy (1), RGBA: reversed cividis (app/palette.py, readable with colour-vision
+    deficiencies); the opacity rises from ``alpha_low`` to 250."""
     t = float(min(max(t, 0.0), 1.0))
-    return [int(255 - 75 * t), int(220 * (1 - t) + 20 * t), int(60 * (1 - t)), int(alpha_low + (250 - alpha_low) * t)]
+    return [*(int(c) for c in heat_rgb(t)), int(alpha_low + (250 - alpha_low) * t)]
 
 
 def build_deck(

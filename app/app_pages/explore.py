@@ -98,9 +98,9 @@ with left:
         )
         st.caption(
             "Blue dots: secret records · orange: users (red: selected, grey: no anchor) · purple rings: the selected "
-            "user's anchors (bigger ring: its surrogate) · green lines: user → surrogate · yellow→red discs: the "
-            "selected user's output distribution (bigger, redder = likelier) · yellow→red lines: user pairs that "
-            f"violate ε-mDP (redder = larger excess).{thinned}  \nMap data {net.attribution}"
+            "user's anchors (bigger ring: its surrogate) · green lines: user → surrogate · yellow→navy discs: the "
+            "selected user's output distribution (bigger, darker = likelier) · yellow→navy lines: user pairs that "
+            f"violate ε-mDP (darker = larger excess).{thinned}  \nMap data {net.attribution}"
         )
 
 with right:

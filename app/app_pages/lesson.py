@@ -127,7 +127,7 @@ with right:
     place_label = lambda x: f"Place {x}"  # noqa: E731 (stable labels: the pinned streamlit keys a selectbox by label)
     c3, c4 = st.columns(2)
     c3.selectbox(
-        "Place A (red)",
+        "Place A (orange)",
         range(K),
         key="lesson_a",
         persist_state="session",
@@ -447,13 +447,13 @@ with left:
             d_guess = 1000 * float(inst.distances_km_pairs(np.array([guess]), np.array([pa]))[0])
             st.caption(
                 f"The attacker sees output {report} (white dot), knows the mechanism and how people are spread, "
-                "and weighs every place by how likely it makes that report (bigger, redder = more believed). "
-                f"Its best guess (black) is **{fmt_m(d_guess)}** from the truth (red)."
+                "and weighs every place by how likely it makes that report (bigger, darker = more believed). "
+                f"Its best guess (black) is **{fmt_m(d_guess)}** from the truth (orange)."
             )
     else:
         extra = " The soft glow is planar Laplace's noise before it is snapped to an output." if density else ""
         st.caption(
-            "Red: place A · blue: place B · discs: where A's reports land (bigger, redder = likelier) · red ring: "
+            "Orange: place A · blue: place B · discs: where A's reports land (bigger, darker = likelier) · orange ring: "
             f"A's expected error ({fmt_m(err_a)}) · white: sampled reports.{extra}  \nMap data {net.attribution}"
         )
 
@@ -473,7 +473,7 @@ with right:
                     lesson_charts.two_places(check, rows.row_a, rows.row_b, height=340), key="lesson_two_places"
                 )
                 st.caption(
-                    "Top: how likely each output is from A (red) and from B (blue). Bottom: the log of their ratio per "
+                    "Top: how likely each output is from A (orange) and from B (blue). Bottom: the log of their ratio per "
                     "output; ε-geo-indistinguishability keeps every bar between the dashed lines ±ε·d."
                 )
     with tabs[1]:
