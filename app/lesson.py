@@ -158,6 +158,25 @@ def ratio_sentence(check: PairCheck, *, verdict: bool = True) -> str:
     return f"{head}. {judged}"
 
 
+def loss_help(loss: str, n_tasks: int = 1) -> str:
+    """The help text of "Error at A" and of the map's ring: what the expected loss measures."""
+    common = (
+        " averaged over A's reports. Every mechanism here is judged by it, and the optimising ones (the optimal LP, "
+        "LP on cells, LP+EM, PAnDA, EM's remapping) minimise it. The orange ring on the map has this radius. "
+        "Change it in the sidebar: *Loss*."
+    )
+    if loss == "road":
+        return "What privacy costs this person: how far A's report is from A along the roads," + common
+    if loss == "straight":
+        return "What privacy costs this person: how far A's report is from A in a straight line," + common
+    tasks = "one task (the paper's setup)" if n_tasks == 1 else f"{n_tasks} tasks"
+    return (
+        "What privacy costs this person under the paper's task cost: how much A's report changes the road distance "
+        f"to a service's tasks, |road(task, A) - road(task, report)|, over {tasks}, not the distance from A to its "
+        "report (a far report at the same road distance from the task is free)," + common
+    )
+
+
 def posterior(prior: np.ndarray, matrix: np.ndarray, y: int) -> np.ndarray:
     """``(K,)`` the attacker's belief ``Pr[x | report y]``, proportional to ``prior[x] * P[x, y]``."""
     joint = np.asarray(prior, dtype=float) * np.asarray(matrix, dtype=float)[:, int(y)]

@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import panda
 from panda.config import PRESETS
+from panda.instance import loss_label
 
 __all__ = [
     "Params",
@@ -54,6 +56,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "lambda_per_km": (0.05, 10.0),
     "neighbourhood_size": (1, 50),
     "lp_time_limit_s": (1.0, 60.0),
+    "n_tasks": (1, 20),
+    "n_reports": (1, 20),
 }
 #: Time limit of PAnDA's own AnPO LP in the dashboard, seconds (it takes milliseconds on the defaults).
 ANPO_TIME_LIMIT_S = 60.0
@@ -81,6 +85,25 @@ BBOX_PRESETS: dict[str, tuple[float, float, float, float]] = {
     "London (the paper's box)": (-0.51, 51.29, 0.28, 51.69),
 }
 
+
+#: Loss functions the sidebar offers ("auto": the page's default, :data:`PAGE_LOSS`), with their labels.
+LOSS_OPTIONS = {
+    "auto": "This page's default",
+    "road": "Road distance to the report",
+    "straight": "Straight-line distance to the report",
+    "task": "The paper's task cost",
+}
+#: Each page's default loss: the Lesson teaches with the distance people mean; the research pages keep the
+#: paper's one-task cost (its setup, and the reproduction's).
+PAGE_LOSS = {"lesson": "road", "learn": "road"}
+#: The losses' names in a few words (the "auto" option says which one it is on the page).
+LOSS_SHORT = {"road": "road distance", "straight": "straight line", "task": "the paper's task cost"}
+DEFAULT_PAGE_LOSS = "task"
+#: Priors the sidebar offers, with their labels.
+PRIOR_OPTIONS = {
+    "uniform": "Uniform: every place equally likely",
+    "street_count": "Busier junctions (streets per node)",
+}
 
 #: The presets the sidebar offers, in its order (every one of panda.config.PRESETS).
 PRESET_OPTIONS = ("artifact", "paper", "recommended")
@@ -117,15 +140,35 @@ class Params:
     constraint_radius_km: float | None = 0.8
     lower_bound: bool = True
     lp_time_limit_s: float = 5.0
+    #: The loss function (:data:`LOSS_OPTIONS`); "auto" is the page's own default, ``page_loss``.
+    loss: str = "auto"
+    #: The default loss of the page shown (set by the sidebar, never in the link): see :data:`PAGE_LOSS`.
+    page_loss: str = "task"
+    #: Tasks of the paper's task loss (used only when the loss is "task").
+    n_tasks: int = 1
+    #: The prior over the places (:data:`PRIOR_OPTIONS`): how people are spread, what the attacker knows.
+    prior: str = "uniform"
 
     def replace(self, **changes: object) -> Params:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     @property
+    def resolved_loss(self) -> str:
+        """The loss function in force: the chosen one, or the page's default for "auto"."""
+        return self.page_loss if self.loss == "auto" else self.loss
+
+    @property
     def instance_key(self) -> tuple:
-        """The arguments of the cached instance."""
-        return (self.source, self.n_records, self.n_users, self.n_outputs, self.seed)
+        """The arguments of the cached instance (:func:`app.state.instance`)."""
+        loss = self.resolved_loss
+        n_tasks = self.n_tasks if loss == "task" else 1  # the other losses read no task: one cache entry
+        return (self.source, self.n_records, self.n_users, self.n_outputs, self.seed, loss, n_tasks, self.prior)
+
+    @property
+    def loss_label(self) -> str:
+        """The loss function in force, in words."""
+        return loss_label(self.resolved_loss, self.n_tasks)
 
 
 def parse_source(source: str) -> tuple[str, object]:
@@ -133,14 +176,23 @@ def parse_source(source: str) -> tuple[str, object]:
     kind, _, rest = source.partition(":")
     if kind == "city" and rest:
         return "city", rest
+    if kind == "file":  # an uploaded file: the first 16 hex digits of its sha256 (panda.network_from_upload)
+        if not _FILE_ID.fullmatch(rest):
+            msg = f"An uploaded file's id must be 16 lowercase hex digits. Got {rest!r} instead."
+            raise ValueError(msg)
+        return "file", rest
     if kind == "bbox":
         parts = [float(v) for v in rest.split(",")]
         if len(parts) != 4:
             msg = f"A bounding box needs four numbers west,south,east,north. Got {rest!r} instead."
             raise ValueError(msg)
         return "bbox", tuple(parts)
-    msg = f"Unknown road network source {source!r}: use city:<name> or bbox:west,south,east,north."
+    msg = f"Unknown road network source {source!r}: use city:<name>, bbox:west,south,east,north or file:<id>."
     raise ValueError(msg)
+
+
+#: An uploaded file's id in a source string ``file:<id>``.
+_FILE_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def bbox_source(bbox: tuple[float, float, float, float]) -> str:
@@ -172,7 +224,7 @@ def _fmt(v: float) -> str:
 def to_query(p: Params) -> dict[str, str]:
     """The URL form of a view: every field, short keys, plain strings."""
     kind, value = parse_source(p.source)
-    out = {"city": str(value)} if kind == "city" else {"bbox": p.source.partition(":")[2]}
+    out = {"city": str(value)} if kind == "city" else {kind: p.source.partition(":")[2]}
     out.update(
         {
             "K": str(p.n_records),
@@ -192,6 +244,12 @@ def to_query(p: Params) -> dict[str, str]:
             "lbtime": _fmt(p.lp_time_limit_s),
         }
     )
+    if p.loss != "auto":
+        out["loss"] = p.loss
+    if p.n_tasks != 1:
+        out["tasks"] = str(p.n_tasks)
+    if p.prior != "uniform":
+        out["prior"] = p.prior
     return out
 
 
@@ -232,8 +290,13 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
             return
         changes[field] = value
 
-    city, bbox = get("city"), get("bbox")
-    if bbox:
+    city, bbox, upload = get("city"), get("bbox"), get("file")
+    if upload:
+        if _FILE_ID.fullmatch(upload):
+            changes["source"] = f"file:{upload}"
+        else:
+            problems.append(f"'file={upload}' is not an uploaded file's id (16 hex digits): ignored.")
+    elif bbox:
         try:
             values = tuple(float(v) for v in bbox.split(","))
             if len(values) != 4:
@@ -310,6 +373,19 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         else:
             problems.append(f"'lb={lb}' must be 0 or 1: ignored.")
     number("lbtime", "lp_time_limit_s", float, *RANGES["lp_time_limit_s"])
+    loss = get("loss")
+    if loss is not None:
+        if loss in LOSS_OPTIONS:
+            changes["loss"] = loss
+        else:
+            problems.append(f"'loss={loss}' is not one of {', '.join(LOSS_OPTIONS)}: ignored.")
+    number("tasks", "n_tasks", int, *RANGES["n_tasks"])
+    prior = get("prior")
+    if prior is not None:
+        if prior in PRIOR_OPTIONS:
+            changes["prior"] = prior
+        else:
+            problems.append(f"'prior={prior}' is not one of {', '.join(PRIOR_OPTIONS)}: ignored.")
     return p.replace(**changes), problems
 
 

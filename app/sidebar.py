@@ -9,14 +9,18 @@ from __future__ import annotations
 import streamlit as st
 
 import panda
-from app import state
+from app import area, state
 from app.messages import plain_error
 from app.params import (
     BBOX_PRESETS,
     DECAY_LABELS,
+    DEFAULT_PAGE_LOSS,
     DELTA_OPTIONS,
     GAMMA_OPTIONS,
+    LOSS_OPTIONS,
+    LOSS_SHORT,
     PRESET_OPTIONS,
+    PRIOR_OPTIONS,
     RADIUS_OPTIONS,
     RANGES,
     Params,
@@ -28,6 +32,7 @@ from app.params import (
     read_page_query,
     to_query,
 )
+from panda.instance import LOSS_LABELS
 from panda.network import MAX_BBOX_AREA_KM2
 
 __all__ = ["render", "write_query", "SOURCE_CITY", "SOURCE_BBOX", "PRESET_WIDGETS", "PRESET_HELP"]
@@ -81,7 +86,7 @@ def _init_state() -> None:
         return
     p, problems = from_query(st.query_params.to_dict())
     kind, value = parse_source(p.source)
-    ss.w_source_kind = SOURCE_CITY if kind == "city" else SOURCE_BBOX
+    ss.w_source_kind = {"city": SOURCE_CITY, "file": area.SOURCE_FILE}.get(kind, SOURCE_BBOX)
     ss.w_city = value if kind == "city" else panda.DEFAULT_CITY
     box = value if kind == "bbox" else BBOX_PRESETS["Rome (the paper's box)"]
     ss.w_box_preset = next((k for k, v in BBOX_PRESETS.items() if v == box), CUSTOM_BOX)
@@ -94,6 +99,7 @@ def _init_state() -> None:
     ss.w_alpha, ss.w_lambda, ss.w_gamma = p.alpha, p.lambda_per_km, p.gamma_km
     ss.w_Gamma, ss.w_radius = p.neighbourhood_size, p.constraint_radius_km
     ss.w_lb, ss.w_lbtime = p.lower_bound, p.lp_time_limit_s
+    ss.w_loss, ss.w_tasks, ss.w_prior = p.loss, p.n_tasks, p.prior
     # The pages' own state in the link (app.params.PAGE_QUERY): the pages validate it against their run.
     page_values, page_problems = read_page_query(st.query_params.to_dict())
     for key, value in page_values.items():
@@ -201,6 +207,9 @@ def _active_network() -> panda.RoadNetwork:
                 " To try it again, choose *Bounding box* under *Road network* in the sidebar (the link's box is "
                 "filled in) and press *Download*."
             )
+        elif source.startswith("file:"):
+            what = f"The uploaded road network of this link ({source.partition(':')[2]})"
+            retry = " To use it, upload the file again: *Road network*, *OSM file* in the sidebar."
         else:
             what, retry = "The road network of this link", ""
         ss.link_notice = {
@@ -236,10 +245,11 @@ def _network_controls() -> panda.RoadNetwork:
     st.header("Road network")
     kind = st.radio(
         "Source",
-        [SOURCE_CITY, SOURCE_BBOX],
+        [SOURCE_CITY, SOURCE_BBOX, area.SOURCE_PLACE, area.SOURCE_FILE],
         key="w_source_kind",
         help="An embedded city loads instantly and needs no connection. A bounding box is downloaded "
-        "live from OpenStreetMap (needs internet) and cached on disk for next time.",
+        "live from OpenStreetMap (needs internet) and cached on disk for next time. A place name is looked "
+        "up first (needs internet), then its box is downloaded. An OSM file is an extract you upload.",
     )
     if kind == SOURCE_CITY:
         st.selectbox(
@@ -251,6 +261,9 @@ def _network_controls() -> panda.RoadNetwork:
             help="Road networks shipped with the project (OpenStreetMap extracts): "
             + "; ".join(f"**{k}**: {v[1]}" for k, v in panda.CITIES.items()),
         )
+    elif kind in (area.SOURCE_PLACE, area.SOURCE_FILE):
+        if area.controls(kind, _download):
+            net = state.network(ss.active_source)  # just downloaded or uploaded: cached
     else:
         st.selectbox(
             "Area",
@@ -331,8 +344,22 @@ def _clamp(key: str, low: float, high: float) -> None:
     ss[shown] = ss[key]
 
 
-def render() -> Params:
-    """Draw the sidebar and return the current view."""
+def _loss_help(page_loss: str) -> str:
+    return (
+        "What a report costs the person who makes it, in metres: the loss every optimising mechanism minimises "
+        "(the optimal LP, LP on cells, LP+EM, PAnDA's LP, EM's remapping) and every number, ring and curve "
+        "reports.\n"
+        "- **Road distance to the report**: how far the report is from the place along the roads.\n"
+        "- **Straight-line distance**: as the crow flies (the geo-indistinguishability literature's loss).\n"
+        "- **The paper's task cost**: how much the report changes the road distance to a service's tasks, "
+        "|road(task, place) − road(task, report)|; with one task (the paper's setup) a report at the same road "
+        "distance from the task is free, however far from the place.\n\n"
+        f"*This page's default* here: {LOSS_LABELS[page_loss]}."
+    )
+
+
+def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
+    """Draw the sidebar and return the current view (``page_loss``: the shown page's default loss)."""
     ss = st.session_state
     _init_state()
     with st.sidebar:
@@ -381,6 +408,32 @@ def render() -> Params:
             step=1,
             key="w_seed",
             help="Random seed of the records, users and anchor draws: the same seed gives the same view.",
+        )
+        st.selectbox(
+            "Loss (what a report costs)",
+            list(LOSS_OPTIONS),
+            key="w_loss",
+            format_func=lambda k: LOSS_OPTIONS[k] + (f" ({LOSS_SHORT[page_loss]})" if k == "auto" else ""),
+            help=_loss_help(page_loss),
+        )
+        resolved = page_loss if ss.w_loss == "auto" else ss.w_loss
+        if resolved == "task":
+            st.number_input(
+                "Tasks in the task cost",
+                min_value=int(RANGES["n_tasks"][0]),
+                max_value=int(RANGES["n_tasks"][1]),
+                step=1,
+                key="w_tasks",
+                help="How many tasks (random places a service sends people to) the task cost averages over. "
+                "The paper uses one.",
+            )
+        st.selectbox(
+            "Prior (where people are)",
+            list(PRIOR_OPTIONS),
+            key="w_prior",
+            format_func=PRIOR_OPTIONS.get,
+            help="How likely each place is: the optimising mechanisms weigh places by it, and the attacker uses it "
+            "as background knowledge. Geo-indistinguishability does not depend on it; the attacker's error does.",
         )
 
         st.header("PAnDA")
@@ -485,6 +538,10 @@ def render() -> Params:
         constraint_radius_km=ss.w_radius,
         lower_bound=bool(ss.w_lb),
         lp_time_limit_s=float(ss.w_lbtime),
+        loss=ss.w_loss,
+        page_loss=page_loss,
+        n_tasks=int(ss.w_tasks),
+        prior=ss.w_prior,
     )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_LOWER_BOUND_ROWS",
     "city_network",
     "bbox_network",
+    "upload_network",
     "network",
     "instance",
     "panda_worker",
@@ -97,18 +98,44 @@ def bbox_network(west: float, south: float, east: float, north: float) -> panda.
     return panda.network_from_bbox(west, south, east, north)
 
 
+@st.cache_resource(max_entries=4, show_spinner=False)
+def upload_network(file_id: str) -> panda.RoadNetwork:
+    """An uploaded file's network (panda.network.load_upload); raises DataUnavailableError when not kept here."""
+    return panda.network.load_upload(file_id)
+
+
 def network(source: str) -> panda.RoadNetwork:
-    """The road network of a source string (``city:<name>`` or ``bbox:w,s,e,n``)."""
+    """The road network of a source string (``city:<name>``, ``bbox:w,s,e,n`` or ``file:<id>``)."""
     kind, value = parse_source(source)
     if kind == "city":
         return city_network(str(value))
+    if kind == "file":
+        return upload_network(str(value))
     return bbox_network(*value)  # type: ignore[misc]
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
-def instance(source: str, n_records: int, n_users: int, n_outputs: int, seed: int) -> panda.Instance:
-    """The problem instance (records, outputs, prior, users, cost) of a view."""
-    return panda.make_instance(network(source), n_records=n_records, n_users=n_users, n_outputs=n_outputs, seed=seed)
+def instance(
+    source: str,
+    n_records: int,
+    n_users: int,
+    n_outputs: int,
+    seed: int,
+    loss: str = "task",
+    n_tasks: int = 1,
+    prior: str = "uniform",
+) -> panda.Instance:
+    """The problem instance (records, outputs, prior, users, loss) of a view (``Params.instance_key``)."""
+    return panda.make_instance(
+        network(source),
+        n_records=n_records,
+        n_users=n_users,
+        n_outputs=n_outputs,
+        n_tasks=min(int(n_tasks), int(n_records)),
+        loss=loss,
+        prior=prior,
+        seed=seed,
+    )
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)

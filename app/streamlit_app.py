@@ -14,6 +14,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` without the package install
 import streamlit as st  # noqa: E402
 
 from app import malloc, sidebar, state, style  # noqa: E402
+from app.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
 
 # The server's memory stays level over a lesson (once per process; see app/malloc.py).
 malloc.tune()
@@ -47,7 +48,7 @@ pages = [
 ]
 page = st.navigation(pages)
 
-params = sidebar.render()
+params = sidebar.render(page_loss=PAGE_LOSS.get(page.title.lower(), DEFAULT_PAGE_LOSS))
 st.session_state["params"] = params
 sidebar.write_query(params)
 for problem in st.session_state.pop("query_problems", None) or []:

@@ -325,9 +325,7 @@ err_a = lesson.expected_error_m(rows.row_a, inst.cost_m[pa]) if rows.row_a is no
 m1.metric(
     "Error at A",
     fmt_m(err_a),
-    help="What privacy costs this person: how much A's report changes the road distance to the service's tasks, "
-    "|road(task, A) - road(task, report)|, averaged over the tasks and A's reports. It is the utility cost every "
-    "mechanism here is judged by (the optimal mechanism minimises it), not the distance from A to its report.",
+    help=lesson.loss_help(params.resolved_loss, params.n_tasks),
 )
 adv = rows.numbers.get("adversary_error_m", float("nan"))
 m2.metric(
@@ -454,7 +452,8 @@ with left:
         extra = " The soft glow is planar Laplace's noise before it is snapped to an output." if density else ""
         st.caption(
             "Orange: place A · blue: place B · discs: where A's reports land (bigger, darker = likelier) · orange ring: "
-            f"A's expected error ({fmt_m(err_a)}) · white: sampled reports.{extra}  \nMap data {net.attribution}"
+            f"A's expected error ({fmt_m(err_a)}, {params.loss_label}) · white: sampled reports.{extra}  \n"
+            f"Map data {net.attribution}"
         )
 
 with right:
