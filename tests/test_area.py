@@ -12,6 +12,7 @@ import bz2
 import gzip
 import hashlib
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -365,3 +366,169 @@ def test_upload_argument_checks(cache):
         pn.network_from_upload(ROADS, "x.osm", max_nodes=0, cache_dir=cache)
     with pytest.raises(ValueError, match="'network_type' parameter of network_from_upload must be one of"):
         pn.network_from_upload(ROADS, "x.osm", network_type="boat", cache_dir=cache)
+
+
+# --------------------------------------------------------------------------------------------
+# 4. The dashboard: place name and OSM file sources (AppTest, offline)
+# --------------------------------------------------------------------------------------------
+
+EXPLORE = "app_pages/explore.py"
+#: Code in a text a person reads (as in test_app_usability.py).
+CODE = re.compile(r"\b\w*Error\b|\b[a-z]+_[a-z0-9_]+\b|\b\w+\([\w, ]*\)|\bpanda\.\w+|Traceback")
+
+
+@pytest.fixture
+def app_env(tmp_path, monkeypatch):
+    """AppTest helpers; the network caches (downloads, uploads) go to a temporary folder."""
+    pytest.importorskip("streamlit")
+    import apptest_support as support
+
+    from app import state
+
+    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path / "cache")
+    state.upload_network.clear()
+    yield support
+    state.upload_network.clear()
+
+
+def _start(support, **query):
+    at = support.run_ok(support.make_app(EXPLORE, **query))
+    assert at.session_state["active_source"] == "city:neubrandenburg"
+    return at
+
+
+def _qp(at, key: str) -> str | None:
+    if key not in at.query_params:
+        return None
+    value = at.query_params[key]
+    return value[-1] if isinstance(value, list) else value
+
+
+def _nodes_caption(at) -> str:
+    return next(c.value for c in at.sidebar.caption if "road segments" in c.value)
+
+
+def test_place_name_offline_says_so_and_keeps_the_city(app_env, osmnx_settings, closed_port_url):
+    osmnx_settings.nominatim_url = closed_port_url
+    at = _start(app_env)
+    before = _nodes_caption(at)
+    at.radio(key="w_source_kind").set_value("Place name (live download)")
+    app_env.run_ok(at)
+    at.text_input(key="w_place").set_value("Kotka, Finland")
+    start = time.monotonic()
+    at.button(key="w_place_find").click()
+    app_env.run_ok(at)
+    assert time.monotonic() - start < 30.0  # the page's run, dominated by the view's PAnDA run
+    errors = [e.value for e in at.sidebar.error]
+    assert len(errors) == 1 and "No connection to the place-name search" in errors[0]
+    assert "Bounding box" in errors[0] and "OSM file" in errors[0] and "kotka" in errors[0]
+    assert not CODE.search(errors[0].split("which needs no connection")[0]), errors[0]
+    assert at.session_state["active_source"] == "city:neubrandenburg"
+    assert _nodes_caption(at) == before
+    assert _qp(at, "city") == "neubrandenburg"
+    assert not at.sidebar.get("deck_gl_json_chart")  # nothing found: no box drawn
+
+
+def test_place_name_shows_the_box_before_downloading(app_env, osmnx_settings):
+    stub = _NominatimStub(
+        {"West Oakland": [_place("West Oakland, Oakland, California", 37.80, 37.82, -122.31, -122.28)]}
+    )
+    osmnx_settings.nominatim_url = stub.url
+    try:
+        at = _start(app_env)
+        at.radio(key="w_source_kind").set_value("Place name (live download)")
+        app_env.run_ok(at)
+        at.text_input(key="w_place").set_value("West Oakland")
+        at.button(key="w_place_find").click()
+        app_env.run_ok(at)
+    finally:
+        stub.stop()
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    found = [m.value for m in at.sidebar.markdown if "West Oakland, Oakland, California" in m.value]
+    assert found and "km²" in found[0]
+    area_km2 = pn.BoundingBox(-122.31, 37.80, -122.28, 37.82).area_km2
+    assert f"about {area_km2:,.1f} km²" in found[0]
+    spec = json.loads(at.sidebar.get("deck_gl_json_chart")[0].proto.json)
+    ring = spec["layers"][0]["data"][0]["polygon"]
+    assert ring[0] == [-122.31, 37.80] and ring[2] == [-122.28, 37.82]
+    assert at.session_state["active_source"] == "city:neubrandenburg"  # nothing downloaded yet
+    assert at.button(key="w_place_download")
+
+
+def test_upload_of_a_pbf_becomes_the_network_and_the_link(app_env):
+    at = _start(app_env)
+    at.radio(key="w_source_kind").set_value("OSM file (upload)")
+    app_env.run_ok(at)
+    data = KOTKA_PBF.read_bytes()
+    at.get("file_uploader")[0].set_value(("kotka_karhula.osm.pbf", data, "application/octet-stream"))
+    app_env.run_ok(at)
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    file_id = hashlib.sha256(data).hexdigest()[:16]
+    assert at.session_state["active_source"] == f"file:{file_id}"
+    assert _nodes_caption(at).startswith("224 nodes")
+    assert _qp(at, "file") == file_id and _qp(at, "city") is None
+    assert app_env.metric(at, "LP status") == "Optimal"
+    # The link alone brings it back (a new session on the same server).
+    again = app_env.run_ok(app_env.make_app(EXPLORE, file=file_id))
+    assert again.session_state["active_source"] == f"file:{file_id}"
+    assert again.radio(key="w_source_kind").value == "OSM file (upload)"
+    assert _nodes_caption(again).startswith("224 nodes")
+
+
+@pytest.mark.parametrize(
+    ("filename", "data", "expected"),
+    [
+        ("broken.osm.pbf", b"not really pbf" * 10, "could not be read as OSM PBF"),
+        ("bomb.osm.bz2", bz2.compress(b"\0" * (2 * 10**6)), "decompresses to more than"),
+        ("shops.osm", NO_ROADS, "holds no 'drive' roads"),
+        ("empty.osm", b"", "is empty"),
+    ],
+)
+def test_bad_upload_shows_its_sentence_and_keeps_the_city(app_env, monkeypatch, filename, data, expected):
+    monkeypatch.setattr(pn, "MAX_UPLOAD_DECOMPRESSED_BYTES", 10**6)  # the bomb's cap, small for the test
+    monkeypatch.setitem(pn.network_from_upload.__kwdefaults__, "max_decompressed_bytes", 10**6)
+    at = _start(app_env)
+    before = _nodes_caption(at)
+    at.radio(key="w_source_kind").set_value("OSM file (upload)")
+    app_env.run_ok(at)
+    at.get("file_uploader")[0].set_value((filename, data, "application/octet-stream"))
+    app_env.run_ok(at)
+    errors = [e.value for e in at.sidebar.error]
+    assert len(errors) == 1 and expected in errors[0], errors
+    assert "The map keeps the network it shows" in errors[0]
+    assert not CODE.search(errors[0]), errors[0]
+    assert at.session_state["active_source"] == "city:neubrandenburg"
+    assert _nodes_caption(at) == before
+    app_env.run_ok(at)  # a rerun does not read the same upload again: still one message
+    assert len(at.sidebar.error) == 1
+
+
+def test_a_link_with_an_unknown_file_says_so_and_shows_the_city(app_env):
+    at = app_env.run_ok(app_env.make_app(EXPLORE, file="0123456789abcdef"))
+    assert at.session_state["active_source"] == "city:neubrandenburg"
+    assert at.radio(key="w_source_kind").value == "Embedded city (offline)"
+    warnings = [w.value for w in at.main.warning if "could not be loaded" in w.value]
+    assert len(warnings) == 1
+    assert "0123456789abcdef" in warnings[0] and "upload the file again" in warnings[0]
+    assert "Neubrandenburg" in warnings[0]
+    assert _qp(at, "city") == "neubrandenburg" and _qp(at, "file") is None
+
+
+def test_a_link_with_a_malformed_file_id_is_ignored(app_env):
+    at = app_env.run_ok(app_env.make_app(EXPLORE, file="../../etc/passwd"))
+    assert at.session_state["active_source"] == "city:neubrandenburg"
+    toasts = [t.value for t in at.toast]
+    assert any("'file=../../etc/passwd' is not an uploaded file's id" in t for t in toasts), toasts
+
+
+def test_source_strings_round_trip():
+    from app.params import Params, from_query, parse_source, to_query
+
+    assert parse_source("file:0123456789abcdef") == ("file", "0123456789abcdef")
+    with pytest.raises(ValueError, match="16 lowercase hex digits"):
+        parse_source("file:xyz")
+    p = Params(source="file:0123456789abcdef")
+    q = to_query(p)
+    assert q["file"] == "0123456789abcdef" and "city" not in q and "bbox" not in q
+    back, problems = from_query(q)
+    assert back.source == p.source and not problems
