@@ -57,6 +57,8 @@ DEFAULT_MAX_SNAP_M = 500.0
 DEFAULT_UNIFORM_SHARE = 0.05
 #: Road pieces are sampled at most this many metres apart when measuring road density.
 _DENSITY_STEP_M = 25.0
+#: Node-piece pairs road_density_weights aims to hold at once (bounds its memory).
+_DENSITY_PAIRS = 4_000_000
 #: Folder of the shipped points-of-interest files ``<city>.csv.gz`` (made by data/make_pois.py).
 POI_DIR = DATA_DIR / "pois"
 #: Upload limits of :func:`parse_places_csv`.
@@ -183,7 +185,8 @@ def road_density_weights(network: RoadNetwork, *, radius_m: float = DEFAULT_DENS
     network
         The road network.
     radius_m
-        Radius of the disc, metres, in ``[10, 5000]``.
+        Radius of the disc, metres, in ``[10, 1000]`` (a neighbourhood, not a district: the work
+        grows with the square of the radius).
 
     Returns
     -------
@@ -192,9 +195,9 @@ def road_density_weights(network: RoadNetwork, *, radius_m: float = DEFAULT_DENS
     """
     net = _check_network(network, "road_density_weights")
     r = _check_positive(radius_m, "radius_m", "road_density_weights")
-    if not 10.0 <= r <= 5000.0:
+    if not 10.0 <= r <= 1000.0:
         msg = (
-            f"The 'radius_m' parameter of road_density_weights must be a number in [10, 5000]. "
+            f"The 'radius_m' parameter of road_density_weights must be a number in [10, 1000]. "
             f"Got {radius_m!r} instead."
         )
         raise ValueError(msg)
@@ -214,10 +217,19 @@ def road_density_weights(network: RoadNetwork, *, radius_m: float = DEFAULT_DENS
     lon = net.lon[u][seg] + frac * (net.lon[v][seg] - net.lon[u][seg])
     lat = net.lat[u][seg] + frac * (net.lat[v][seg] - net.lat[u][seg])
     piece_m = (length_m / n_pieces)[seg]
-    nodes = cKDTree(_unit_xyz(net.lon, net.lat))
     pieces = cKDTree(_unit_xyz(lon, lat))
-    near = nodes.sparse_distance_matrix(pieces, _chord(r), output_type="coo_matrix")
-    weights = np.bincount(near.row, weights=piece_m[near.col], minlength=net.n_nodes)
+    node_xyz = _unit_xyz(net.lon, net.lat)
+    weights = np.zeros(net.n_nodes)
+    # Nodes in chunks of nearby nodes (a k-d tree's leaf order): memory stays bounded by chunk x
+    # (pieces within a disc), whatever the network, and each chunk's tree prunes well.
+    order = cKDTree(node_xyz).indices
+    probe = node_xyz[order[:: max(1, net.n_nodes // 64)]]
+    per_node = float(np.max(pieces.query_ball_point(probe, _chord(r), return_length=True)))
+    chunk = int(np.clip(_DENSITY_PAIRS / max(per_node, 1.0), 64, net.n_nodes))
+    for start in range(0, net.n_nodes, chunk):
+        idx = order[start : start + chunk]
+        near = cKDTree(node_xyz[idx]).sparse_distance_matrix(pieces, _chord(r), output_type="coo_matrix")
+        weights[idx] = np.bincount(near.row, weights=piece_m[near.col], minlength=idx.size)
     weights.setflags(write=False)
     net._cache[key] = weights
     return weights.copy()
