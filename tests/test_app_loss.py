@@ -1,0 +1,83 @@
+"""The loss function in the dashboard: per-page defaults, the sidebar, the link, the numbers shown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from apptest_support import clear_caches, make_app, metric, release_resources, run_ok  # noqa: F401 (fixtures)
+
+import panda
+from app import lesson
+from app.analysis import fmt_m
+from app.params import Params, from_query, to_query
+from panda.mechanisms import build_em
+
+
+def test_the_loss_lives_in_the_link():
+    p, problems = from_query({"loss": "straight", "tasks": "3", "prior": "street_count"})
+    assert problems == []
+    assert (p.loss, p.n_tasks, p.prior) == ("straight", 3, "street_count")
+    assert to_query(p)["loss"] == "straight" and to_query(p)["tasks"] == "3"
+    assert from_query(to_query(p))[0] == p
+    # The page's default is not written into the link: the same link keeps each page's default.
+    assert "loss" not in to_query(Params())
+    bad, problems = from_query({"loss": "euclid", "tasks": "99", "prior": "everyone"})
+    assert (bad.loss, bad.n_tasks, bad.prior) == ("auto", 1, "uniform")
+    assert len(problems) == 3 and all("ignored" in m for m in problems)
+
+
+def test_auto_resolves_to_the_page_default_and_keys_the_instance():
+    lesson_view = Params(page_loss="road")
+    assert lesson_view.resolved_loss == "road"
+    assert Params(page_loss="road", loss="task", n_tasks=4).instance_key[5:7] == ("task", 4)
+    # The other losses read no task: their instances do not depend on the task count.
+    assert Params(page_loss="road", n_tasks=4).instance_key == Params(page_loss="road", n_tasks=1).instance_key
+
+
+def _em_error_at(loss: str, place: int) -> float:
+    inst = panda.make_instance(
+        panda.load_city("neubrandenburg"), n_records=200, n_users=12, n_outputs=50, seed=0, loss=loss
+    )
+    return lesson.expected_error_m(build_em(inst, 5.0).matrix[place], inst.cost_m[place])
+
+
+def test_the_lessons_default_loss_is_the_road_distance():
+    at = make_app(mech="em")
+    run_ok(at)
+    assert at.selectbox(key="w_loss").value == "auto"
+    place = int(at.session_state["lesson_a"])
+    # "Error at A" is EM's expected road distance from A to its report, computed here again.
+    assert metric(at, "Error at A") == fmt_m(_em_error_at("road", place))
+    assert metric(at, "Error at A") != fmt_m(_em_error_at("task", place))
+    helps = [m.proto.help for m in at.metric if m.label == "Error at A"]
+    assert "along the roads" in helps[0]
+    assert any("road distance from the place to its report" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("loss", ["straight", "task"])
+def test_a_chosen_loss_changes_the_lessons_numbers(loss):
+    at = make_app(mech="em", loss=loss)
+    run_ok(at)
+    place = int(at.session_state["lesson_a"])
+    assert metric(at, "Error at A") == fmt_m(_em_error_at(loss, place))
+
+
+def test_the_panda_page_keeps_the_papers_task_cost():
+    at = make_app("app_pages/explore.py")
+    run_ok(at)
+    assert at.selectbox(key="w_loss").value == "auto"
+    assert "the paper's task cost" in at.selectbox(key="w_loss").format_func("auto")
+    assert at.number_input(key="w_tasks").value == 1  # the task count is offered under the task cost only
+
+
+def test_the_prior_changes_what_the_attacker_knows():
+    at = make_app(mech="em", prior="street_count")
+    run_ok(at)
+    inst = panda.make_instance(
+        panda.load_city("neubrandenburg"), n_records=200, n_users=12, n_outputs=50, seed=0, prior="street_count"
+    )
+    from panda.audit import adversary_error_m
+
+    expected = adversary_error_m(build_em(inst, 5.0).matrix, inst.prior, inst.d_km * 1000.0)
+    assert metric(at, "Attacker") == fmt_m(expected)
+    assert not np.allclose(inst.prior, 1 / 200)
