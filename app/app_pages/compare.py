@@ -33,7 +33,8 @@ MAX_K_FULL_LP = 1000
 st.title("Compare")
 st.caption(
     "PAnDA and the baselines on the same records, outputs, users and ε. Every number is measured at the users' "
-    "true records (uniform over the users), so the methods are compared on the same footing."
+    "true records (uniform over the users), so the methods are compared on the same footing. "
+    f"Loss: **{common.current_params().loss_label}** (in metres; *Loss* in the sidebar)."
 )
 try:
     from panda.audit import audit_mechanism

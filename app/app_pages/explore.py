@@ -32,7 +32,7 @@ st.caption(
     f"**{net.name}** · K = {inst.n_records:,} secret records · N = {inst.n_users} users · {inst.n_outputs} outputs · "
     f"{DECAY_LABELS[params.decay]} · {params.preset} preset · ε = {r.config.epsilon_per_km:g}/km · "
     f"δ = {r.config.delta:g} · α = {r.config.alpha:g} · λ = {r.config.lambda_per_km:g}/km · "
-    f"γ = {r.gamma_km * 1000:,.0f} m"
+    f"γ = {r.gamma_km * 1000:,.0f} m · loss: {params.loss_label}"
 )
 # The lower bound starts now in a worker thread; the page renders meanwhile.
 bound_job = common.start_lower_bound(view)
