@@ -175,18 +175,23 @@ def export_menu(
         groups = list(dict.fromkeys(d.group for d in items))
         for group in groups:
             st.caption(f"**{group}**")
-            for d in (d for d in items if d.group == group):
-                st.download_button(
-                    d.label,
-                    data=d.make,
-                    file_name=d.file_name,
-                    mime=d.mime,
-                    key=f"{key_prefix}_{d.file_name}",
-                    on_click="ignore",
-                    disabled=bool(problem) and d.needs_browser,
-                    help=d.file_name,
-                    width="stretch",
-                )
+            members = [d for d in items if d.group == group]
+            # Charts come in pairs (PNG, SVG): one row each, so the menu stays short.
+            per_row = 2 if group == "Charts" else 1
+            for start in range(0, len(members), per_row):
+                cells = st.columns(per_row, gap="small") if per_row > 1 else [st.container()]
+                for cell, d in zip(cells, members[start : start + per_row], strict=False):
+                    cell.download_button(
+                        d.label,
+                        data=d.make,
+                        file_name=d.file_name,
+                        mime=d.mime,
+                        key=f"{key_prefix}_{d.file_name}",
+                        on_click="ignore",
+                        disabled=bool(problem) and d.needs_browser,
+                        help=d.file_name,
+                        width="stretch",
+                    )
         if matrix is None:
             st.caption("No matrix to download: this mechanism has none here.")
         st.caption(f"Map data {panda.OSM_ATTRIBUTION}.")

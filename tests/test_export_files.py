@@ -377,3 +377,80 @@ def test_menu_without_browser_or_matrix_says_so():
         import os
 
         os.environ.pop("BROWSER_PATH", None)
+
+
+# --------------------------------------------------------------------------------------------
+# A real click in a real browser (deferred download, no rerun)
+# --------------------------------------------------------------------------------------------
+
+_CLICK_APP = """
+import sys
+sys.path.insert(0, {root!r})
+import numpy as np
+import streamlit as st
+import panda
+from app import export, export_ui, lesson, maps
+from app.params import Params
+from panda.mechanisms import build_em
+
+net = panda.load_city("kotka")
+inst = panda.make_instance(net, n_records=80, n_outputs=30, n_users=8, seed=0)
+m = build_em(inst, 5.0).matrix
+a = lesson.default_place(inst)
+st.session_state.runs = st.session_state.get("runs", 0) + 1
+st.write(f"script runs: {{st.session_state.runs}}")
+export_ui.export_menu(
+    instance=inst, figures={{}},
+    map_inputs={{"instance": inst, "segments": maps.road_segments(net)[0], "place_a": a, "row_a": m[a],
+                "height_px": 300, "width_px": 280}},
+    matrix=m, meta=export.lesson_meta(Params(source="city:kotka"), inst, "em", 5.0),
+)
+"""
+
+
+@pytest.mark.browser
+@needs_browser
+@pytest.mark.timeout(240)
+def test_a_click_downloads_the_file_without_rerunning_the_page(tmp_path, view):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    script = tmp_path / "menu_app.py"
+    script.write_text(_CLICK_APP.format(root=str(ROOT)))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless=true"]
+    cmd += ["--server.address=127.0.0.1", f"--server.port={port}", "--browser.gatherUsageStats=false"]
+    cmd += ["--server.fileWatcherType=none"]
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_healthy(url, proc)
+            with sync_api.sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+                try:
+                    page = browser.new_page(accept_downloads=True)
+                    page.goto(url)
+                    page.get_by_text("script runs: 1").wait_for(timeout=60_000)
+                    page.get_by_role("button", name="Download").click()
+                    files = {}
+                    for label in ("Map · PNG", "Matrix + parameters · npz"):
+                        with page.expect_download(timeout=90_000) as info:
+                            page.get_by_role("button", name=label).click()
+                        path = tmp_path / info.value.suggested_filename
+                        info.value.save_as(path)
+                        files[path.name] = path.read_bytes()
+                    page.wait_for_timeout(500)
+                    assert page.get_by_text("script runs: 1").is_visible()  # the clicks did not rerun the page
+                finally:
+                    browser.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+    assert png_size(files["kotka_K80_em_eps5_map.png"]) == (560, 600)
+    with np.load(io.BytesIO(files["kotka_K80_em_eps5_matrix.npz"]), allow_pickle=False) as npz:
+        assert np.array_equal(npz["matrix"], view["matrix"]) and npz["epsilon_per_km"].item() == EPS
