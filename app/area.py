@@ -93,6 +93,11 @@ def _box_size_km(bbox: panda.BoundingBox) -> tuple[float, float]:
     return width, height
 
 
+def _lonlat(lon: float, lat: float) -> str:
+    # ASCII only: deck.gl's TextLayer draws no degree sign with its default character set.
+    return f"{abs(lon):.3f} {'E' if lon >= 0 else 'W'}, {abs(lat):.3f} {'N' if lat >= 0 else 'S'}"
+
+
 def preview_deck(bbox: panda.BoundingBox, name: str) -> pdk.Deck:
     """The place's box on a map without a basemap (no request to a tile server), its name inside."""
     w, s, e, n = bbox.as_tuple()
@@ -110,8 +115,8 @@ def preview_deck(bbox: panda.BoundingBox, name: str) -> pdk.Deck:
         pickable=True,
     )
     corners = [
-        {"position": [w, s], "text": f"{s:.4f}, {w:.4f}", "anchor": "start", "baseline": "top"},
-        {"position": [e, n], "text": f"{n:.4f}, {e:.4f}", "anchor": "end", "baseline": "bottom"},
+        {"position": [w, s], "text": _lonlat(w, s), "anchor": "start", "baseline": "top"},
+        {"position": [e, n], "text": _lonlat(e, n), "anchor": "end", "baseline": "bottom"},
     ]
     labels = pdk.Layer(
         "TextLayer",
@@ -131,9 +136,10 @@ def preview_deck(bbox: panda.BoundingBox, name: str) -> pdk.Deck:
         get_text_anchor="anchor",
         get_alignment_baseline="baseline",
     )
-    # Fit the box with a margin: the zoom at which its larger side spans about 70 % of 300 px.
+    # Fit the box with a margin: the zoom at which its larger side spans about 60 % of a 200 px sidebar
+    # chart (deck.gl's Web Mercator world is 512 px wide at zoom 0).
     span_deg = max(e - w, (n - s) / max(math.cos(math.radians((s + n) / 2)), 0.05))
-    zoom = max(0.0, min(16.0, math.log2(300 * 0.7 * 360 / (256 * max(span_deg, 1e-6)))))
+    zoom = max(0.0, min(16.0, math.log2(200 * 0.6 * 360 / (512 * max(span_deg, 1e-6)))))
     view = pdk.ViewState(longitude=(w + e) / 2, latitude=(s + n) / 2, zoom=zoom)
     return pdk.Deck(
         layers=[box, labels],
