@@ -102,8 +102,12 @@ DEFAULT_PAGE_LOSS = "task"
 #: Priors the sidebar offers, with their labels.
 PRIOR_OPTIONS = {
     "uniform": "Uniform: every place equally likely",
-    "street_count": "Busier junctions (streets per node)",
+    "street_count": "Streets at the place",
+    "road_density": "Road density (road within 300 m)",
+    "poi": "Points of interest (shops, amenities, offices)",
 }
+#: An uploaded places file as the prior: ``csv:`` and the first 16 hex digits of its sha256.
+UPLOAD_PRIOR = re.compile(r"csv:[0-9a-f]{16}")
 
 #: The presets the sidebar offers, in its order (every one of panda.config.PRESETS).
 PRESET_OPTIONS = ("artifact", "paper", "recommended")
@@ -382,10 +386,10 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
     number("tasks", "n_tasks", int, *RANGES["n_tasks"])
     prior = get("prior")
     if prior is not None:
-        if prior in PRIOR_OPTIONS:
+        if prior in PRIOR_OPTIONS or UPLOAD_PRIOR.fullmatch(prior):
             changes["prior"] = prior
         else:
-            problems.append(f"'prior={prior}' is not one of {', '.join(PRIOR_OPTIONS)}: ignored.")
+            problems.append(f"'prior={prior}' is not one of {', '.join(PRIOR_OPTIONS)} or an uploaded file: ignored.")
     return p.replace(**changes), problems
 
 
@@ -423,6 +427,22 @@ def _format_count(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         return None
     return str(int(value))
+
+
+def _parse_reports(text: str) -> int:
+    low, high = RANGES["n_reports"]
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"is not a whole number of reports ({low:g} to {high:g})") from None
+    if not low <= value <= high:
+        raise ValueError(f"is not a number of reports from {low:g} to {high:g}")
+    return value
+
+
+def _format_reports(value: Any) -> str | None:
+    text = _format_count(value)
+    return None if text in (None, "1") else text
 
 
 def _one_of(options: Mapping[str, Any], what: str) -> Callable[[str], Any]:
@@ -495,7 +515,13 @@ DEFAULT_GRID, DEFAULT_COMPARE_TIME_S = 8, 20
 
 #: The Lesson's mechanisms (app.lesson.MECHANISMS holds their labels), the first the default; its tabs.
 LESSON_MECHANISMS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp", "panda-e", "panda-p", "panda-l")
-LESSON_TABS = {"two": "Two places", "curve": "Trade-off curve", "about": "About"}
+LESSON_TABS = {
+    "two": "Two places",
+    "reports": "Many reports",
+    "prior": "Background",
+    "curve": "Trade-off curve",
+    "about": "About",
+}
 
 #: The link's page-level keys: URL key -> PageParam(session_key, parse, format).
 #:
@@ -548,6 +574,7 @@ PAGE_QUERY: dict[str, PageParam] = {
         _one_of({"reports": "reports", "attacker": "attacker"}, "a map view"),
         _format_default({"reports": "reports", "attacker": "attacker"}, "reports"),
     ),
+    "k": PageParam("lesson_k", _parse_reports, _format_reports),
     "ltab": PageParam(
         "lesson_tab",
         _one_of(LESSON_TABS, "a lesson tab"),

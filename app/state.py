@@ -125,15 +125,24 @@ def instance(
     n_tasks: int = 1,
     prior: str = "uniform",
 ) -> panda.Instance:
-    """The problem instance (records, outputs, prior, users, loss) of a view (``Params.instance_key``)."""
+    """The problem instance (records, outputs, prior, users, loss) of a view (``Params.instance_key``).
+
+    ``prior``: a name of :data:`panda.instance.PRIORS`, or ``csv:<id>`` for uploaded places
+    (:func:`panda.priors.save_places_upload`), snapped to the network.
+    """
+    net = network(source)
+    prior_arg: str | np.ndarray = prior
+    if prior.startswith("csv:"):
+        places = panda.priors.load_places_upload(prior.partition(":")[2])
+        prior_arg = panda.poi_weights(net, places.lon, places.lat, weights=places.weight)
     return panda.make_instance(
-        network(source),
+        net,
         n_records=n_records,
         n_users=n_users,
         n_outputs=n_outputs,
         n_tasks=min(int(n_tasks), int(n_records)),
         loss=loss,
-        prior=prior,
+        prior=prior_arg,
         seed=seed,
     )
 
@@ -492,3 +501,80 @@ __all__ += [
     "tradeoff_curve",
     "start_tradeoff_curve",
 ]
+
+
+# --- Lesson: repeated reports and background knowledge (cached per view; shared by sessions) ---
+
+
+def _matrix_or_none(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> np.ndarray | None:
+    """A baseline's exact matrix (None when it has none: unsolved, or a sampled estimate)."""
+    mech = baseline(instance_key, name, epsilon_per_km, options)
+    if mech.matrix is None or (isinstance(mech.details, dict) and mech.details.get("estimated")):
+        return None
+    return mech.matrix
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def repeated_reports(instance_key: tuple, mechanisms: tuple, epsilon_per_km: float, seed: int) -> list:
+    """``[(name, panda.repeated.RepeatedReports)]``: the attacker's error after 1..20 reports per mechanism.
+
+    ``mechanisms``: ``((name, options), ...)`` of baselines; those without an exact matrix are left out.
+    """
+    matrices = []
+    for name, options in mechanisms:
+        matrix = _matrix_or_none(instance_key, name, epsilon_per_km, options)
+        if matrix is not None:
+            matrices.append((name, matrix))
+    if not matrices:
+        return []
+    return panda_worker().run(
+        "repeated_reports",
+        instance(*instance_key),
+        tuple(matrices),
+        float(epsilon_per_km),
+        int(seed),
+        timeout_s=JOB_TIMEOUT_S,
+        priority=HIGH,
+    )
+
+
+def peaked_prior_name(source: str) -> str:
+    """The peaked prior the Lesson's background view compares with uniform: the city's points of interest
+    where they are shipped, else road density."""
+    kind, value = parse_source(source)
+    return "poi" if kind == "city" and str(value) in panda.list_poi_cities() else "road_density"
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> dict | None:
+    """The attacker's error on one mechanism's matrix under a uniform prior and under a peaked one.
+
+    The peaked prior is the view's own prior when it is not uniform, else :func:`peaked_prior_name`'s.
+    None when the mechanism has no exact matrix.
+    """
+    matrix = _matrix_or_none(instance_key, name, epsilon_per_km, options)
+    if matrix is None:
+        return None
+    inst = instance(*instance_key)
+    view_prior = instance_key[-1]
+    peaked_name = view_prior if view_prior != "uniform" else peaked_prior_name(instance_key[0])
+    peaked = (
+        inst.prior
+        if view_prior != "uniform"
+        else panda.priors.prior_for_records(inst.network, inst.records, peaked_name)
+    )
+    uniform = np.full(inst.n_records, 1.0 / inst.n_records)
+    errors = panda_worker().run(
+        "attacker_errors", inst, matrix, (uniform, peaked), timeout_s=JOB_TIMEOUT_S, priority=HIGH
+    )
+    top = np.sort(peaked)[::-1]
+    return {
+        "uniform_m": errors[0],
+        "peaked_m": errors[1],
+        "peaked_name": peaked_name,
+        "top_decile_share": float(top[: max(1, inst.n_records // 10)].sum()),
+        "peaked_prior": peaked,
+    }
+
+
+__all__ += ["repeated_reports", "background_errors", "peaked_prior_name"]

@@ -166,7 +166,12 @@ def add_instance_arguments(p: argparse.ArgumentParser) -> None:
         "task cost (default task)",
     )
     p.add_argument("--tasks", type=int, default=1, help="tasks in the task loss (default 1)")
-    p.add_argument("--prior", default="uniform", choices=["uniform", "street_count"])
+    p.add_argument(
+        "--prior",
+        default="uniform",
+        choices=["uniform", "street_count", "road_density", "poi"],
+        help="how people are spread over the places (poi: the embedded city's points of interest)",
+    )
     p.add_argument("--metric", default="haversine", choices=["haversine", "road"])
     p.add_argument("--seed", type=int, default=0, help="seed of the instance and of the mechanism (default 0)")
     p.add_argument("--json", dest="json_out", default=None, metavar="PATH", help="write the summary as JSON to PATH")

@@ -94,6 +94,32 @@ def _job_relaxed_lower_bound(cost, pairs_i, pairs_j, exponent, eta, time_limit_s
     return {"status": rel.lp.status, "objective_m": float(rel.objective), "time_s": time.perf_counter() - t0}
 
 
+def _job_repeated_reports(instance, matrices, epsilon_per_km, seed, progress):
+    """Measure the Bayes attacker's error after 1..20 reports (``panda.repeated``) per ``(name, matrix)``."""
+    from panda.repeated import attacker_error_vs_k
+
+    distance_m = instance.d_km * 1000.0
+    out = []
+    for i, (name, matrix) in enumerate(matrices):
+        progress(f"{name}: 1 to 20 reports", i / max(len(matrices), 1))
+        out.append(
+            (name, attacker_error_vs_k(matrix, instance.prior, distance_m, epsilon_per_km=epsilon_per_km, rng=seed))
+        )
+    return out
+
+
+def _job_attacker_errors(instance, matrix, priors, progress):
+    """Measure the Bayes attacker's error (m) on one matrix under each of ``priors``.
+
+    The prior changes the attacker's knowledge, not the mechanism.
+    """
+    from panda.audit import adversary_error_m
+
+    progress("attacker's error under each prior", 0.0)
+    distance_m = instance.d_km * 1000.0
+    return [float(adversary_error_m(matrix, prior, distance_m)) for prior in priors]
+
+
 #: Job name -> function(*args, progress) run on a worker.
 JOBS: dict[str, Callable[..., Any]] = {
     "run_panda": _job_run_panda,
@@ -102,6 +128,8 @@ JOBS: dict[str, Callable[..., Any]] = {
     "audit_panda": _job_audit_panda,
     "tradeoff_curve": _job_tradeoff_curve,
     "relaxed_lower_bound": _job_relaxed_lower_bound,
+    "repeated_reports": _job_repeated_reports,
+    "attacker_errors": _job_attacker_errors,
 }
 
 #: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
@@ -110,6 +138,8 @@ JOB_PRIORITY: dict[str, int] = {
     "baseline": 10,
     "audit_panda": 10,
     "relaxed_lower_bound": 10,
+    "repeated_reports": 10,
+    "attacker_errors": 10,
     "delta_sweep": 0,
     "tradeoff_curve": 0,
 }

@@ -18,10 +18,14 @@ Places are ``lon``/``lat`` in WGS84 degrees; distances are great-circle (haversi
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import gzip
+import hashlib
 import io
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,12 +44,14 @@ __all__ = [
     "Places",
     "SnapResult",
     "list_poi_cities",
+    "load_places_upload",
     "load_pois",
     "parse_places_csv",
     "poi_weights",
     "prior_for_records",
     "record_prior",
     "road_density_weights",
+    "save_places_upload",
     "snap_places",
 ]
 
@@ -716,3 +722,78 @@ def parse_places_csv(
         msg = "Every weight is zero: give at least one place a positive weight, or drop the weight column."
         raise ValueError(msg)
     return Places(lon=np.array(lon), lat=np.array(lat), weight=w_arr)
+
+
+# ---------------------------------------------------------------------------------------------
+# Uploaded places kept on the server (so that a link can name them)
+# ---------------------------------------------------------------------------------------------
+
+#: At most this many uploaded places files are kept (the least recently used go first).
+PLACES_STORE_MAX_FILES = 64
+_PLACES_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def _places_dir(folder: str | os.PathLike | None) -> Path:
+    from panda.network import CACHE_DIR
+
+    return (CACHE_DIR if folder is None else Path(folder)).expanduser().resolve() / "places"
+
+
+def save_places_upload(data: bytes, *, folder: str | os.PathLike | None = None) -> tuple[str, Places]:
+    """Check uploaded places (:func:`parse_places_csv`) and keep them on disk under their id.
+
+    The id is the first 16 hex digits of the file's sha256, so the same file always gets the same id
+    and a link can name it (``prior=csv:<id>``). The store holds at most
+    :data:`PLACES_STORE_MAX_FILES` files of at most :data:`DEFAULT_MAX_BYTES` each; the least
+    recently used are deleted first.
+
+    Returns
+    -------
+    file_id, places
+        The id and the parsed places.
+
+    Raises
+    ------
+    ValueError
+        The file is not a places table (the message says what to fix).
+    """
+    places = parse_places_csv(data)
+    file_id = hashlib.sha256(bytes(data)).hexdigest()[:16]
+    store = _places_dir(folder)
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / f"{file_id}.csv"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(bytes(data))
+        os.replace(tmp, path)
+    path.touch()
+    kept = sorted(store.glob("*.csv"), key=lambda f: f.stat().st_mtime, reverse=True)
+    for old in kept[PLACES_STORE_MAX_FILES:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+    return file_id, places
+
+
+def load_places_upload(file_id: str, *, folder: str | os.PathLike | None = None) -> Places:
+    """Read back the places a :func:`save_places_upload` kept under ``file_id``.
+
+    Raises
+    ------
+    ValueError
+        ``file_id`` is not an id, or no such file is kept on this server (any more).
+    """
+    if not isinstance(file_id, str) or not _PLACES_ID.fullmatch(file_id):
+        msg = f"{file_id!r} is not the id of uploaded places (16 hexadecimal digits)."
+        raise ValueError(msg)
+    path = _places_dir(folder) / f"{file_id}.csv"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        msg = (
+            "The uploaded places of this link are not kept on this server (they were uploaded elsewhere, or "
+            "removed to make room): upload the file again under *Prior* in the sidebar."
+        )
+        raise ValueError(msg) from None
+    with contextlib.suppress(OSError):
+        path.touch()
+    return parse_places_csv(data)

@@ -353,3 +353,25 @@ def test_the_poi_prior_reaches_the_optimiser_and_the_attacker_not_the_mechanism(
     br_poi = build_em_br(poi, eps_per_km).matrix
     br_uniform = build_em_br(uniform, eps_per_km).matrix
     assert expected_loss_m(poi, br_poi) < expected_loss_m(poi, br_uniform)
+
+
+def test_uploaded_places_are_kept_under_their_id_and_bounded(tmp_path, monkeypatch):
+    from panda import priors
+
+    data = b"lat,lon,weight\n53.557,13.261,2\n53.560,13.270,1\n"
+    file_id, places = priors.save_places_upload(data, folder=tmp_path)
+    assert len(file_id) == 16 and places.lon.size == 2
+    assert priors.save_places_upload(data, folder=tmp_path)[0] == file_id  # the same file, the same id
+    back = priors.load_places_upload(file_id, folder=tmp_path)
+    np.testing.assert_array_equal(back.lat, places.lat)
+    np.testing.assert_array_equal(back.weight, [2.0, 1.0])
+    with pytest.raises(ValueError, match="not kept on this server"):
+        priors.load_places_upload("0" * 16, folder=tmp_path)
+    with pytest.raises(ValueError, match="16 hexadecimal digits"):
+        priors.load_places_upload("../../etc/passwd", folder=tmp_path)
+    with pytest.raises(ValueError):  # a bad file is refused and not kept
+        priors.save_places_upload(b"x,y\n1,2\n", folder=tmp_path)
+    monkeypatch.setattr(priors, "PLACES_STORE_MAX_FILES", 3)
+    for i in range(5):
+        priors.save_places_upload(f"lat,lon\n53.5{i},13.2\n".encode(), folder=tmp_path)
+    assert len(list((tmp_path / "places").glob("*.csv"))) == 3

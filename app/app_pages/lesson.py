@@ -13,10 +13,11 @@ import numpy as np
 import streamlit as st
 
 import panda
-from app import common, curve_charts, lesson, lesson_charts, lesson_maps, maps, state
+from app import common, curve_charts, lesson, lesson_charts, lesson_maps, maps, repeated_charts, state
 from app.analysis import fmt_m, fmt_pct, surrogate_rows
-from app.params import LESSON_TABS, RANGES, to_config
+from app.params import LESSON_TABS, PRIOR_OPTIONS, RANGES, to_config
 from panda.execution import JobError
+from panda.repeated import posterior_after
 
 #: Time limit of one LP-based mechanism build on this page, seconds (the page says when it is hit).
 LP_TIME_LIMIT_S = 20.0
@@ -26,6 +27,10 @@ MAP_WIDTH, MAP_WIDTH_PRESENTING = 480, 700
 #: The optimal LP's time limit per point of the curve, seconds.
 CURVE_LP_LIMIT_S = 20.0
 N_SAMPLES = 10
+#: The mechanisms on the repeated-reports chart (besides the one shown): the fast ones with a full matrix.
+REPEATED_MECHANISMS = ("laplace", "em", "em-br")
+#: Figures of this run, for the Download menu (filled as the page draws them).
+exports: dict = {}
 
 ss = st.session_state
 params = common.current_params()
@@ -318,6 +323,107 @@ def _curve(mech_key: str, eps: float) -> None:
         st.caption(note)
 
 
+def _options(key: str) -> tuple:
+    return (("time_limit_s", LP_TIME_LIMIT_S),) if key.startswith("lp") else ()
+
+
+def _repeated(mech_key: str, eps: float) -> None:
+    """What k reports from one place give away, for every mechanism with a matrix, and the re-send defence."""
+    low, high = RANGES["n_reports"]
+    k = int(
+        st.slider(
+            "Reports from the same place, k",
+            int(low),
+            int(high),
+            key="lesson_k",
+            help="A phone that reports its place every five minutes sends many independent reports from one place. "
+            "The attacker combines them (it multiplies their likelihoods). The map's *Attacker* view then shows "
+            "its belief after these k reports.",
+        )
+    )
+    st.markdown(repeated_charts.budget_sentence(k, eps))
+    names = [key for key in REPEATED_MECHANISMS]
+    if mech_key in lesson.BASELINE_KEYS and mech_key not in names:
+        names.append(mech_key)
+    with st.spinner("The attacker's error after 1 to 20 reports ..."):
+        results = state.repeated_reports(params.instance_key, tuple((n, _options(n)) for n in names), eps, params.seed)
+    if not results:
+        st.info("No mechanism has a full matrix on this view yet: try another ε or fewer places K.")
+        return
+    labels = [lesson.MECHANISMS[name][0] for name, _ in results]
+    fig = repeated_charts.repeated_figure([r for _, r in results], labels=labels, height=380)
+    fig.add_vline(x=k, line_dash="dot", line_color="grey")
+    exports["many-reports"] = fig
+    st.plotly_chart(fig, key="lesson_repeated")
+    shown = dict(results).get(mech_key)
+    if shown is not None:
+        i = shown.ks.index(k)
+        label = lesson.MECHANISMS[mech_key][0]
+        spread = f" (± {fmt_m(2 * shown.stderr_m[i])})" if not shown.exact[i] else ""
+        st.markdown(
+            f"**{label}:** after {k} independent report{'s' if k > 1 else ''} the attacker's average error is "
+            f"**{fmt_m(shown.error_m[i])}**{spread}, against {fmt_m(shown.single_report_error_m)} after one. "
+            f"Re-sending the first report instead keeps it at {fmt_m(shown.defence_error_m[i])}, for a budget of "
+            f"ε = {eps:g}/km, not {k * eps:g}/km."
+        )
+    elif mech_key in lesson.PANDA_KEYS:
+        st.caption("PAnDA has report distributions only for its users, not for every place: it is not on this chart.")
+    n_seq = max((r.n_sequences for _, r in results), default=0)
+    st.caption(
+        "The best attacker knows the mechanism and the prior. One report: exact. More reports: averaged over "
+        f"{n_seq:,} sampled places and report sequences (error bars: ± 2 standard errors; every k uses the same "
+        "sequences). Dashed: the re-send defence (the phone repeats the report it already made for this place, "
+        "as Location Guard does), which teaches the attacker nothing new. The cost grows linearly with k, with the "
+        "sampled sequences and with K² (one guess per place), not with the outputs M."
+    )
+
+
+def _background(mech_key: str, eps: float) -> None:
+    """The same mechanism at the same ε against an attacker with and without background knowledge."""
+    if mech_key in lesson.PANDA_KEYS:
+        st.info(
+            "PAnDA has report distributions only for its users, not a mechanism for every place: pick another "
+            "mechanism to compare the attacker with and without background knowledge."
+        )
+        return
+    with st.spinner("The attacker under each prior ..."):
+        bg = state.background_errors(params.instance_key, mech_key, eps, _options(mech_key))
+    if bg is None:
+        st.info("This mechanism has no full matrix on this view: pick another one, or another ε.")
+        return
+    label = PRIOR_OPTIONS.get(bg["peaked_name"], "Your uploaded places")
+    c1, c2 = st.columns(2)
+    c1.metric(
+        "Attacker, no background",
+        fmt_m(bg["uniform_m"]),
+        help="Every place equally likely: the attacker knows only the mechanism.",
+    )
+    c2.metric(
+        "Attacker, knows where people go",
+        fmt_m(bg["peaked_m"]),
+        delta=f"{bg['peaked_m'] - bg['uniform_m']:+,.0f} m",
+        delta_color="inverse",
+        help=f"The attacker also knows how people are spread: {label}.",
+    )
+    verdict = rows.numbers.get("passed")
+    holds = (
+        "and the exact check still says **✓ holds**"
+        if verdict
+        else "and the exact check gives the same verdict as before"
+    )
+    st.markdown(
+        f"**Same mechanism, same ε = {eps:g}/km, same guarantee** {holds}: geo-indistinguishability bounds how much "
+        "*one report* changes the odds between two places, whatever the attacker believed before. What the attacker "
+        f"believed before still helps it: with the prior *{label.lower()}* (the busiest tenth of the places holds "
+        f"{100 * bg['top_decile_share']:.0f} % of it) its best guess lands "
+        f"{fmt_m(abs(bg['uniform_m'] - bg['peaked_m']))} {'closer' if bg['peaked_m'] < bg['uniform_m'] else 'farther'}."
+    )
+    st.caption(
+        "Change the prior of the whole view (the optimising mechanisms weigh places by it too) under *Prior* in the "
+        "sidebar, or upload your own places there."
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Three key numbers
 m1, m2, m3 = right.columns(3)
@@ -392,7 +498,15 @@ with left:
     samples = list(ss.lesson_samples)
 
     belief = report = guess = None
-    if mode == "attacker" and rows.matrix is not None and rows.row_a is not None:
+    n_reports = int(ss.get("lesson_k") or 1)
+    seen: list[int] = []  # the k reports the attacker sees (k > 1)
+    if mode == "attacker" and rows.matrix is not None and rows.row_a is not None and n_reports > 1:
+        # k independent reports from A (the same ones for the same view), and the exact posterior after them.
+        p = np.asarray(rows.row_a, dtype=float)
+        seen = np.random.default_rng([params.seed, pa, 20]).choice(p.size, size=n_reports, p=p / p.sum()).tolist()
+        belief = posterior_after(inst.prior, rows.matrix, seen)
+        guess = lesson.bayes_guess(belief, inst.d_km * 1000.0)
+    elif mode == "attacker" and rows.matrix is not None and rows.row_a is not None:
         likely = np.argsort(-np.asarray(rows.row_a))[:12].tolist()
         choices = list(dict.fromkeys([*reversed(samples), *likely]))  # sampled reports first, newest first
         if ss.get("lesson_report") not in choices:
@@ -423,7 +537,7 @@ with left:
             place_b=pb,
             row_a=rows.row_a if mode == "reports" else None,
             ring_m=err_a if mode == "reports" else None,
-            samples=samples if mode == "reports" else None,
+            samples=samples if mode == "reports" else (seen or None),
             density=density,
             belief=belief,
             report=report,
@@ -441,6 +555,14 @@ with left:
     if mode == "attacker":
         if belief is None:
             st.caption("The attacker's view needs the mechanism's full matrix (not available here).")
+        elif seen:
+            d_guess = 1000 * float(inst.distances_km_pairs(np.array([guess]), np.array([pa]))[0])
+            st.caption(
+                f"The attacker sees **{n_reports} independent reports** from A (white dots; *Many reports* tab sets "
+                "k), knows the mechanism and how people are spread, and multiplies what each report says. Its best "
+                f"guess (black) is **{fmt_m(d_guess)}** from the truth (red). Together the reports cost "
+                f"{n_reports} × ε = {n_reports * eps:g}/km."
+            )
         else:
             d_guess = 1000 * float(inst.distances_km_pairs(np.array([guess]), np.array([pa]))[0])
             st.caption(
@@ -451,8 +573,9 @@ with left:
     else:
         extra = " The soft glow is planar Laplace's noise before it is snapped to an output." if density else ""
         st.caption(
-            "Orange: place A · blue: place B · discs: where A's reports land (bigger, darker = likelier) · orange ring: "
-            f"A's expected error ({fmt_m(err_a)}, {params.loss_label}) · white: sampled reports.{extra}  \n"
+            "Orange: place A · blue: place B · discs: where A's reports land (bigger, darker = likelier) · "
+            f"orange ring: A's expected error ({fmt_m(err_a)}, {params.loss_label}) · "
+            f"white: sampled reports.{extra}  \n"
             f"Map data {net.attribution}"
         )
 
@@ -472,15 +595,23 @@ with right:
                     lesson_charts.two_places(check, rows.row_a, rows.row_b, height=340), key="lesson_two_places"
                 )
                 st.caption(
-                    "Top: how likely each output is from A (orange) and from B (blue). Bottom: the log of their ratio per "
-                    "output; ε-geo-indistinguishability keeps every bar between the dashed lines ±ε·d."
+                    "Top: how likely each output is from A (orange) and from B (blue). Bottom: the log of their "
+                    "ratio per output; ε-geo-indistinguishability keeps every bar between the dashed lines ±ε·d."
                 )
     with tabs[1]:
         if tabs[1].open:
-            with common.guarded("The trade-off curve"):
-                _curve(mech_key, eps)
+            with common.guarded("The repeated reports"):
+                _repeated(mech_key, eps)
     with tabs[2]:
         if tabs[2].open:
+            with common.guarded("The background-knowledge view"):
+                _background(mech_key, eps)
+    with tabs[3]:
+        if tabs[3].open:
+            with common.guarded("The trade-off curve"):
+                _curve(mech_key, eps)
+    with tabs[4]:
+        if tabs[4].open:
             label, text = lesson.MECHANISMS[mech_key]
             st.markdown(f"**{label}**: {text}")
             st.page_link("app_pages/learn.py", label="Learn: the ideas in plain words", icon=":material/school:")
