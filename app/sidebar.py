@@ -358,6 +358,79 @@ def _loss_help(page_loss: str) -> str:
     )
 
 
+def _prior_label(value: str) -> str:
+    if value.startswith("csv:"):
+        return f"Your uploaded places ({value.partition(':')[2][:6]})"
+    return PRIOR_OPTIONS.get(value, value)
+
+
+def _places_uploaded() -> None:
+    """A places file was uploaded: keep it, check it against the network, make it the prior."""
+    ss = st.session_state
+    upload = ss.get("w_places")
+    ss.places_note, ss.places_error = None, None
+    if upload is None:
+        return
+    try:
+        file_id, places = panda.priors.save_places_upload(upload.getvalue())
+        snap = panda.snap_places(state.network(ss.active_source), places.lon, places.lat, weights=places.weight)
+    except ValueError as exc:
+        ss.places_error = f"**These places cannot be used.** {exc} The prior stays as it was."
+        return
+    if snap.n_snapped == 0:
+        ss.places_error = (
+            f"**None of the {places.lon.size:,} places is within {snap.max_snap_m:,.0f} m of a road of this map.** "
+            "Check that the file's places lie in the area shown (lat and lon not swapped). The prior stays as it was."
+        )
+        return
+    ss.w_prior = f"csv:{file_id}"
+    dropped = (
+        f"; {snap.n_dropped:,} farther than {snap.max_snap_m:,.0f} m from every road left out" if snap.n_dropped else ""
+    )
+    ss.places_note = f"{snap.n_snapped:,} places snapped to the roads{dropped}."
+
+
+def _prior_controls(net: panda.RoadNetwork) -> None:
+    """The prior: named ones, the city's points of interest where shipped, or the person's own places."""
+    ss = st.session_state
+    has_pois = net.name in panda.list_poi_cities()
+    if ss.w_prior == "poi" and not has_pois:
+        ss.w_prior = "road_density"
+        ss.places_note = "This map has no points of interest shipped: road density stands in for them."
+    if ss.w_prior.startswith("csv:") and not panda.priors.has_places_upload(ss.w_prior.partition(":")[2]):
+        ss.w_prior = "uniform"
+        ss.places_error = (
+            "**The uploaded places of this link are not kept on this server** (uploaded elsewhere, or removed to make "
+            "room): the prior is uniform. Upload the file again below."
+        )
+    options = [k for k in PRIOR_OPTIONS if k != "poi" or has_pois]
+    if ss.w_prior.startswith("csv:"):
+        options.append(ss.w_prior)
+    st.selectbox(
+        "Prior (where people are)",
+        options,
+        key="w_prior",
+        format_func=_prior_label,
+        help="How likely each place is before any report: the optimising mechanisms weigh places by it, and the "
+        "attacker uses it as background knowledge. Geo-indistinguishability does not depend on it; the attacker's "
+        "error does. Points of interest: OpenStreetMap amenities, shops and offices of the embedded cities.",
+    )
+    st.file_uploader(
+        "Your own places (CSV: lat, lon, optional weight)",
+        type=["csv", "txt"],
+        key="w_places",
+        max_upload_size=2,
+        on_change=_places_uploaded,
+        help="Places where people go (a survey, check-ins, your own): each is snapped to the nearest road and they "
+        "become the prior. They do not become the secret places: the mechanism still protects every place of the "
+        "map, whatever the prior. At most 2 MB and 20,000 rows; comma or semicolon separated.",
+    )
+    if ss.get("places_error"):
+        st.error(ss.places_error)
+    elif ss.get("places_note"):
+        st.caption(ss.places_note)
+
+
 def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
     """Draw the sidebar and return the current view (``page_loss``: the shown page's default loss)."""
     ss = st.session_state
@@ -427,14 +500,7 @@ def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
                 help="How many tasks (random places a service sends people to) the task cost averages over. "
                 "The paper uses one.",
             )
-        st.selectbox(
-            "Prior (where people are)",
-            list(PRIOR_OPTIONS),
-            key="w_prior",
-            format_func=PRIOR_OPTIONS.get,
-            help="How likely each place is: the optimising mechanisms weigh places by it, and the attacker uses it "
-            "as background knowledge. Geo-indistinguishability does not depend on it; the attacker's error does.",
-        )
+        _prior_controls(net)
 
         st.header("PAnDA")
         st.selectbox(

@@ -43,6 +43,7 @@ __all__ = [
     "POI_DIR",
     "Places",
     "SnapResult",
+    "has_places_upload",
     "list_poi_cities",
     "load_places_upload",
     "load_pois",
@@ -772,6 +773,13 @@ def save_places_upload(data: bytes, *, folder: str | os.PathLike | None = None) 
         with contextlib.suppress(OSError):
             old.unlink()
     return file_id, places
+
+
+def has_places_upload(file_id: str, *, folder: str | os.PathLike | None = None) -> bool:
+    """Whether uploaded places are kept on this server under ``file_id`` (a cheap check: no parsing)."""
+    if not isinstance(file_id, str) or not _PLACES_ID.fullmatch(file_id):
+        return False
+    return (_places_dir(folder) / f"{file_id}.csv").is_file()
 
 
 def load_places_upload(file_id: str, *, folder: str | os.PathLike | None = None) -> Places:

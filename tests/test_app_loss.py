@@ -81,3 +81,81 @@ def test_the_prior_changes_what_the_attacker_knows():
     expected = adversary_error_m(build_em(inst, 5.0).matrix, inst.prior, inst.d_km * 1000.0)
     assert metric(at, "Attacker") == fmt_m(expected)
     assert not np.allclose(inst.prior, 1 / 200)
+
+
+# --------------------------------------------------------------------------------------------
+# Priors, uploaded places, repeated reports and background knowledge in the Lesson
+# --------------------------------------------------------------------------------------------
+
+CITY = "neubrandenburg"
+
+
+def _instance(**kw):
+    return panda.make_instance(panda.load_city(CITY), n_records=200, n_users=12, n_outputs=50, seed=0, **kw)
+
+
+@pytest.fixture
+def places_store(tmp_path, monkeypatch):
+    import panda.network
+
+    monkeypatch.setattr(panda.network, "CACHE_DIR", tmp_path)
+    return tmp_path
+
+
+def test_uploaded_places_become_the_prior_from_a_link(places_store):
+    from panda.audit import adversary_error_m
+
+    net = panda.load_city(CITY)
+    lon, lat = net.lon[[10, 400, 900]], net.lat[[10, 400, 900]]
+    data = ("lat,lon,weight\n" + "".join(f"{b},{a},{w}\n" for a, b, w in zip(lon, lat, (5, 1, 1), strict=True))).encode()
+    file_id, _ = panda.priors.save_places_upload(data)
+    at = run_ok(make_app(mech="em", prior=f"csv:{file_id}"))
+    assert at.selectbox(key="w_prior").value == f"csv:{file_id}"
+    inst = _instance(prior=panda.poi_weights(net, lon, lat, weights=np.array([5.0, 1.0, 1.0])))
+    expected = adversary_error_m(build_em(inst, 5.0).matrix, inst.prior, inst.d_km * 1000.0)
+    assert metric(at, "Attacker") == fmt_m(expected)
+
+
+def test_a_link_to_places_this_server_does_not_keep_falls_back_to_uniform(places_store):
+    at = run_ok(make_app(prior="csv:0123456789abcdef"))
+    assert at.selectbox(key="w_prior").value == "uniform"
+    assert any("not kept on this server" in e.value for e in at.sidebar.error)
+
+
+def test_many_reports_tab_shows_the_measured_fall_and_the_budget():
+    from panda.repeated import attacker_error_vs_k
+
+    at = run_ok(make_app(mech="em", ltab="reports", k="10"))
+    assert at.slider(key="lesson_k").value == 10
+    inst = _instance(loss="road")
+    res = attacker_error_vs_k(build_em(inst, 5.0).matrix, inst.prior, inst.d_km * 1000.0, epsilon_per_km=5.0, rng=0)
+    text = " ".join(m.value for m in at.markdown)
+    assert f"**{fmt_m(res.error_m[9])}**" in text  # the page's number is the library's, same sequences
+    assert f"against {fmt_m(res.single_report_error_m)} after one" in text
+    assert "50/km" in text  # 10 x 5/km, spelled out
+    assert res.error_m[9] < res.single_report_error_m
+
+
+def test_a_link_with_k_out_of_range_is_refused_and_said():
+    at = make_app(k="99")
+    at.run()
+    assert not at.exception
+    assert any("'k=99' is not a number of reports from 1 to 20" in t.value for t in at.toast)
+
+
+def test_the_attacker_after_k_reports_on_the_map():
+    at = run_ok(make_app(mech="em", view="attacker", k="10"))
+    assert any("10 independent reports" in c.value for c in at.caption)
+
+
+def test_background_view_compares_the_attacker_with_and_without_the_prior():
+    from panda.audit import adversary_error_m
+
+    at = run_ok(make_app(mech="em", ltab="prior"))
+    inst = _instance(loss="road")
+    matrix = build_em(inst, 5.0).matrix
+    poi = panda.priors.prior_for_records(inst.network, inst.records, "poi")
+    d = inst.d_km * 1000.0
+    assert metric(at, "Attacker, no background") == fmt_m(adversary_error_m(matrix, inst.prior, d))
+    assert metric(at, "Attacker, knows where people go") == fmt_m(adversary_error_m(matrix, poi, d))
+    assert any("Same mechanism, same ε" in m.value for m in at.markdown)
