@@ -107,7 +107,8 @@ def test_uploaded_places_become_the_prior_from_a_link(places_store):
 
     net = panda.load_city(CITY)
     lon, lat = net.lon[[10, 400, 900]], net.lat[[10, 400, 900]]
-    data = ("lat,lon,weight\n" + "".join(f"{b},{a},{w}\n" for a, b, w in zip(lon, lat, (5, 1, 1), strict=True))).encode()
+    rows = "".join(f"{b},{a},{w}\n" for a, b, w in zip(lon, lat, (5, 1, 1), strict=True))
+    data = ("lat,lon,weight\n" + rows).encode()
     file_id, _ = panda.priors.save_places_upload(data)
     at = run_ok(make_app(mech="em", prior=f"csv:{file_id}"))
     assert at.selectbox(key="w_prior").value == f"csv:{file_id}"
