@@ -13,7 +13,18 @@ import numpy as np
 import streamlit as st
 
 import panda
-from app import common, curve_charts, lesson, lesson_charts, lesson_maps, maps, repeated_charts, state
+from app import (
+    common,
+    curve_charts,
+    export,
+    export_ui,
+    lesson,
+    lesson_charts,
+    lesson_maps,
+    maps,
+    repeated_charts,
+    state,
+)
 from app.analysis import fmt_m, fmt_pct, surrogate_rows
 from app.params import LESSON_TABS, PRIOR_OPTIONS, RANGES, to_config
 from panda.execution import JobError
@@ -313,6 +324,7 @@ def _curve(mech_key: str, eps: float) -> None:
     fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=640, labels=labels)
     # A narrow column: the legend goes under the panels, the panels get the width.
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.1, "x": 0, "font": {"size": 11}})
+    exports["tradeoff-curve"] = fig
     st.plotly_chart(fig, key="lesson_curve", on_select=_curve_clicked, selection_mode="points")
     st.caption(
         "Each point is one mechanism built at that ε on these places. Top: the average error of a report; "
@@ -522,6 +534,7 @@ with left:
         )
         belief = lesson.posterior(inst.prior, rows.matrix, report)
         guess = lesson.bayes_guess(belief, inst.d_km * 1000.0)
+    map_inputs: dict | None = None
     with common.guarded("The map"):
         segments, _ = maps.road_segments(net)
         density = None
@@ -530,9 +543,9 @@ with left:
             density = lesson_maps.laplace_density_image(
                 float(inst.lon[pa]), float(inst.lat[pa]), eps, half_width_km=half_km
             )
-        deck = lesson_maps.build_lesson_deck(
-            inst,
-            segments,
+        map_inputs = dict(
+            instance=inst,
+            segments=segments,
             place_a=pa,
             place_b=pb,
             row_a=rows.row_a if mode == "reports" else None,
@@ -545,6 +558,7 @@ with left:
             height_px=MAP_HEIGHT,
             width_px=MAP_WIDTH_PRESENTING if presenting else MAP_WIDTH,
         )
+        deck = lesson_maps.build_lesson_deck(**map_inputs)
         st.pydeck_chart(
             deck,
             height=MAP_HEIGHT,
@@ -591,9 +605,8 @@ with right:
                     st.caption(
                         "These rows are estimated by sampling, so small probabilities are noisy: no verdict is drawn."
                     )
-                st.plotly_chart(
-                    lesson_charts.two_places(check, rows.row_a, rows.row_b, height=340), key="lesson_two_places"
-                )
+                exports["two-places"] = lesson_charts.two_places(check, rows.row_a, rows.row_b, height=340)
+                st.plotly_chart(exports["two-places"], key="lesson_two_places")
                 st.caption(
                     "Top: how likely each output is from A (orange) and from B (blue). Bottom: the log of their "
                     "ratio per output; ε-geo-indistinguishability keeps every bar between the dashed lines ±ε·d."
@@ -615,3 +628,15 @@ with right:
             label, text = lesson.MECHANISMS[mech_key]
             st.markdown(f"**{label}**: {text}")
             st.page_link("app_pages/learn.py", label="Learn: the ideas in plain words", icon=":material/school:")
+
+# ---------------------------------------------------------------------------------------------
+# Take it away: the charts drawn in this run, the map, the mechanism's matrix (made only on a click)
+with left, common.guarded("The downloads"):
+    export_ui.export_menu(
+        instance=inst,
+        figures=exports,
+        map_inputs=map_inputs,
+        matrix=rows.matrix,
+        meta=export.lesson_meta(params, inst, mech_key, eps),
+        key_prefix="lesson_export",
+    )
