@@ -517,9 +517,9 @@ DEFAULT_GRID, DEFAULT_COMPARE_TIME_S = 8, 20
 LESSON_MECHANISMS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp", "panda-e", "panda-p", "panda-l")
 LESSON_TABS = {
     "two": "Two places",
-    "reports": "Many reports",
-    "prior": "Background",
-    "curve": "Trade-off curve",
+    "reports": "k reports",
+    "prior": "Prior",
+    "curve": "Curve",
     "about": "About",
 }
 

@@ -547,9 +547,10 @@ def peaked_prior_name(source: str) -> str:
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> dict | None:
-    """The attacker's error on one mechanism's matrix under a uniform prior and under a peaked one.
+    """The attacker's error on one mechanism's matrix, without and with background knowledge.
 
-    The peaked prior is the view's own prior when it is not uniform, else :func:`peaked_prior_name`'s.
+    People are spread by a peaked prior (the view's own prior when it is not uniform, else
+    :func:`peaked_prior_name`'s); the attacker believes the uniform prior, or knows the peaked one.
     None when the mechanism has no exact matrix.
     """
     matrix = _matrix_or_none(instance_key, name, epsilon_per_km, options)
@@ -564,8 +565,10 @@ def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, opt
         else panda.priors.prior_for_records(inst.network, inst.records, peaked_name)
     )
     uniform = np.full(inst.n_records, 1.0 / inst.n_records)
+    # People are where the peaked prior says; one attacker believes every place equally likely, the
+    # other knows where people go (the Bayes-optimal attacker: never the larger error).
     errors = panda_worker().run(
-        "attacker_errors", inst, matrix, (uniform, peaked), timeout_s=JOB_TIMEOUT_S, priority=HIGH
+        "attacker_errors", inst, matrix, peaked, (uniform, peaked), timeout_s=JOB_TIMEOUT_S, priority=HIGH
     )
     top = np.sort(peaked)[::-1]
     return {

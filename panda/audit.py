@@ -374,7 +374,9 @@ def _triangle_index(flat: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return i, flat - start(i) + i + 1
 
 
-def adversary_error_m(matrix: np.ndarray, prior: np.ndarray, distance_m: np.ndarray) -> float:
+def adversary_error_m(
+    matrix: np.ndarray, prior: np.ndarray, distance_m: np.ndarray, *, attacker_prior: np.ndarray | None = None
+) -> float:
     """Return the expected inference error of the Bayes-optimal attacker, metres.
 
     The attacker knows the prior ``p`` and the matrix ``P``. Seeing output ``y`` it guesses the
@@ -392,6 +394,12 @@ def adversary_error_m(matrix: np.ndarray, prior: np.ndarray, distance_m: np.ndar
     distance_m
         ``(K, G)`` error of guessing ``g`` when the truth is ``x``, metres; usually the privacy
         distance between records (``instance.d_km * 1000``, ``G = K``).
+    attacker_prior
+        ``(K,)`` what the attacker *believes* about where people are, when it differs from where they
+        are (``prior``): it guesses ``g_q(y) = argmin_g sum_x q_x P[x, y] D[x, g]`` and its error is
+        measured against the true prior, ``sum_y sum_x p_x P[x, y] D[x, g_q(y)]``. An attacker with no
+        background knowledge is one with a uniform ``attacker_prior``. ``None``: the attacker knows
+        the true prior (the Bayes-optimal attacker, the least error any guess can have).
     """
     p = np.asarray(matrix, dtype=float)
     prior = np.asarray(prior, dtype=float)
@@ -404,7 +412,14 @@ def adversary_error_m(matrix: np.ndarray, prior: np.ndarray, distance_m: np.ndar
         raise ValueError(msg)
     joint = prior[:, None] * p  # (K, M): Pr[x, y]
     expected = dist.T @ joint  # (G, M): sum_x Pr[x, y] D[x, g]
-    return float(expected.min(axis=0).sum())
+    if attacker_prior is None:
+        return float(expected.min(axis=0).sum())
+    q = np.asarray(attacker_prior, dtype=float)
+    if q.shape != prior.shape:
+        msg = f"adversary_error_m needs attacker_prior of shape {prior.shape}. Got {q.shape} instead."
+        raise ValueError(msg)
+    guesses = np.argmin(dist.T @ (q[:, None] * p), axis=0)  # (M,): the believing attacker's guess per output
+    return float(expected[guesses, np.arange(p.shape[1])].sum())
 
 
 # --- PAnDA (PmDP) audit ---

@@ -108,16 +108,17 @@ def _job_repeated_reports(instance, matrices, epsilon_per_km, seed, progress):
     return out
 
 
-def _job_attacker_errors(instance, matrix, priors, progress):
-    """Measure the Bayes attacker's error (m) on one matrix under each of ``priors``.
+def _job_attacker_errors(instance, matrix, true_prior, attacker_priors, progress):
+    """Measure the attacker's error (m) on one matrix, people spread by ``true_prior``, per belief.
 
-    The prior changes the attacker's knowledge, not the mechanism.
+    The attacker believes each of ``attacker_priors`` in turn (the prior changes the attacker's
+    knowledge, not the mechanism).
     """
     from panda.audit import adversary_error_m
 
-    progress("attacker's error under each prior", 0.0)
+    progress("the attacker's error with each belief", 0.0)
     distance_m = instance.d_km * 1000.0
-    return [float(adversary_error_m(matrix, prior, distance_m)) for prior in priors]
+    return [float(adversary_error_m(matrix, true_prior, distance_m, attacker_prior=q)) for q in attacker_priors]
 
 
 #: Job name -> function(*args, progress) run on a worker.

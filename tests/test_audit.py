@@ -260,6 +260,26 @@ def test_adversary_error_matches_brute_force(k, m, seed):
     assert adversary_error_m(flat, prior, dist) >= adversary_error_m(matrix, prior, dist) - 1e-9
 
 
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(1, 6), m=st.integers(1, 5), seed=st.integers(0, 10_000))
+def test_an_attacker_with_a_wrong_belief_errs_more_and_is_counted_by_brute_force(k, m, seed):
+    rng = np.random.default_rng(seed)
+    matrix = rng.dirichlet(np.ones(m), size=k)
+    truth, belief = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k))
+    pts = rng.uniform(0, 2000, size=(k, 2))
+    dist = np.linalg.norm(pts[:, None] - pts[None], axis=2)
+    expected = 0.0
+    for y in range(m):
+        g = min(range(k), key=lambda g: sum(belief[x] * matrix[x, y] * dist[x, g] for x in range(k)))
+        expected += sum(truth[x] * matrix[x, y] * dist[x, g] for x in range(k))
+    wrong = adversary_error_m(matrix, truth, dist, attacker_prior=belief)
+    assert wrong == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert wrong >= adversary_error_m(matrix, truth, dist) - 1e-9  # knowing the truth never hurts
+    assert adversary_error_m(matrix, truth, dist, attacker_prior=truth) == pytest.approx(
+        adversary_error_m(matrix, truth, dist), rel=1e-12, abs=1e-12
+    )
+
+
 def test_adversary_error_rejects_bad_shapes():
     with pytest.raises(ValueError):
         adversary_error_m(np.eye(3), np.ones(2) / 2, LINE_D)

@@ -119,7 +119,8 @@ st.markdown(f"#### Geo-indistinguishability on the roads of {place_name}")
 if not presenting:
     st.caption(
         "**Start here:** ① move **ε** and watch where place A's reports land · ② switch mechanisms and read "
-        "*Two places* · ③ open *Trade-off curve* · ④ then PAnDA: why its published setup leaks (page *PAnDA*)."
+        "*Two places* · ③ *k reports*: what many reports give away · *Prior*: what the attacker knew before · "
+        "④ *Curve*: privacy against error for every mechanism · ⑤ then PAnDA: why its published setup leaks."
     )
 left, right = st.columns([3, 2], gap="medium")
 with right:
@@ -408,27 +409,22 @@ def _background(mech_key: str, eps: float) -> None:
     c1.metric(
         "Attacker, no background",
         fmt_m(bg["uniform_m"]),
-        help="Every place equally likely: the attacker knows only the mechanism.",
+        help="It knows the mechanism but believes every place equally likely.",
     )
     c2.metric(
         "Attacker, knows where people go",
         fmt_m(bg["peaked_m"]),
         delta=f"{bg['peaked_m'] - bg['uniform_m']:+,.0f} m",
         delta_color="inverse",
-        help=f"The attacker also knows how people are spread: {label}.",
+        help=f"It also knows how people are spread: {label}.",
     )
-    verdict = rows.numbers.get("passed")
-    holds = (
-        "and the exact check still says **✓ holds**"
-        if verdict
-        else "and the exact check gives the same verdict as before"
-    )
+    holds = "✓ holds" if rows.numbers.get("passed") else "gives the same verdict"
     st.markdown(
-        f"**Same mechanism, same ε = {eps:g}/km, same guarantee** {holds}: geo-indistinguishability bounds how much "
-        "*one report* changes the odds between two places, whatever the attacker believed before. What the attacker "
-        f"believed before still helps it: with the prior *{label.lower()}* (the busiest tenth of the places holds "
-        f"{100 * bg['top_decile_share']:.0f} % of it) its best guess lands "
-        f"{fmt_m(abs(bg['uniform_m'] - bg['peaked_m']))} {'closer' if bg['peaked_m'] < bg['uniform_m'] else 'farther'}."
+        f"People here go where *{label.lower()}* says (the busiest tenth of the places holds "
+        f"{100 * bg['top_decile_share']:.0f} % of them). **Same mechanism, same ε = {eps:g}/km, same guarantee** "
+        f"(the exact check {holds}: it does not read the prior), yet the attacker who knows where people go guesses "
+        f"**{fmt_m(bg['uniform_m'] - bg['peaked_m'])} closer** on average. Geo-indistinguishability bounds how much "
+        "*one report* changes the odds between two places; what the attacker knew before still counts."
     )
     st.caption(
         "Change the prior of the whole view (the optimising mechanisms weigh places by it too) under *Prior* in the "
@@ -572,7 +568,7 @@ with left:
         elif seen:
             d_guess = 1000 * float(inst.distances_km_pairs(np.array([guess]), np.array([pa]))[0])
             st.caption(
-                f"The attacker sees **{n_reports} independent reports** from A (white dots; *Many reports* tab sets "
+                f"The attacker sees **{n_reports} independent reports** from A (white dots; the *k reports* tab sets "
                 "k), knows the mechanism and how people are spread, and multiplies what each report says. Its best "
                 f"guess (black) is **{fmt_m(d_guess)}** from the truth (red). Together the reports cost "
                 f"{n_reports} × ε = {n_reports * eps:g}/km."
