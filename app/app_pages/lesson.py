@@ -570,7 +570,7 @@ with left:
             st.caption(
                 f"The attacker sees **{n_reports} independent reports** from A (white dots; the *k reports* tab sets "
                 "k), knows the mechanism and how people are spread, and multiplies what each report says. Its best "
-                f"guess (black) is **{fmt_m(d_guess)}** from the truth (red). Together the reports cost "
+                f"guess (black) is **{fmt_m(d_guess)}** from the truth (orange). Together the reports cost "
                 f"{n_reports} × ε = {n_reports * eps:g}/km."
             )
         else:
