@@ -328,7 +328,8 @@ def _curve(mech_key: str, eps: float) -> None:
     exports["tradeoff-curve"] = fig
     st.plotly_chart(fig, key="lesson_curve", on_select=_curve_clicked, selection_mode="points")
     st.caption(
-        "Each point is one mechanism built at that ε on these places. Top: the average error of a report; "
+        "Each point is one mechanism built at that ε on these places. Top: the average error of a report "
+        f"({params.loss_label}); "
         "bottom: the best attacker's average error. Filled: the exact check passed; hollow: it failed. "
         "**Click a point to move ε there.**"
     )
