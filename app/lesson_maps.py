@@ -169,7 +169,7 @@ def build_lesson_deck(
                     "r": 4.0 + 14.0 * math.sqrt(t),
                     "c": heat_color(t, alpha_low=120),
                     "tooltip": f"Output {j} (place {int(outputs[j])})\nPr[A reports it] = {p:.2%}\n"
-                    f"error if reported: {cost[j]:,.0f} m",
+                    f"loss for A if reported: {cost[j]:,.0f} m",
                 }
             )
         layers.append(
@@ -232,7 +232,7 @@ def build_lesson_deck(
                 data=[
                     {
                         "p": _pos(lon, lat, int(outputs[j])),
-                        "tooltip": f"Sampled report {k + 1}: output {j}\n{cost[j]:,.0f} m from A",
+                        "tooltip": f"Sampled report {k + 1}: output {j}\nloss for A: {cost[j]:,.0f} m",
                     }
                     for k, j in enumerate(samples)
                 ],
