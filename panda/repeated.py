@@ -39,8 +39,8 @@ __all__ = [
 
 #: The largest number of reports :func:`attacker_error_vs_k` accepts.
 MAX_REPORTS = 20
-#: Report sequences sampled by default: K = 500, M = 100, ks = 1..20 in about 0.2 s on 2 cores
-#: (``bench/bench_repeated.py``); the standard error falls as ``1 / sqrt(n_sequences)``.
+#: Report sequences sampled by default: K = 500, M = 100, ks = 1..20 take 0.22-0.29 CPU seconds
+#: (``bench/bench_repeated.py``, one BLAS thread); the standard error falls as ``1 / sqrt(n_sequences)``.
 DEFAULT_N_SEQUENCES = 600
 #: How far a row of the matrix or the prior may be from summing to 1 (LP rounding), absolute.
 _SUM_TOL = 1e-6
@@ -343,7 +343,8 @@ def attacker_error_vs_k(
     guesses ``O(|ks| S K G)`` (one ``(S, K) @ (K, G)`` product per k in ``ks``), which dominates:
     linear in S, in the number of ks and in K G, and independent of M apart from the sampling.
     Memory is ``O(S (K + G + M))``. The exact k = 1 error costs ``O(K G M)``. K = 500, M = 100,
-    ks = 1..20 with the default S = 600 takes about 0.2 s on 2 cores (``bench/bench_repeated.py``).
+    ks = 1..20 with the default S = 600 takes 0.22-0.29 CPU seconds (``bench/bench_repeated.py``, one
+    BLAS thread; docs/benchmarks.md, "Repeated reports"); pass fewer ks (e.g. 1, 2, 5, 10, 20) for less.
 
     Parameters
     ----------
