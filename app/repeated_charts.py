@@ -3,8 +3,8 @@
 :func:`repeated_figure` draws, against the number of reports k from the same place, the Bayes-optimal
 attacker's expected error (metres) for each mechanism, from :func:`panda.repeated.attacker_error_vs_k`:
 
-* independent reports: markers and lines, with error bars of one standard error (k >= 2 are Monte
-  Carlo estimates; k = 1 is exact and has none);
+* independent reports: markers and lines, with error bars of ``n_stderr`` standard errors (2 by
+  default, about a 95 % interval; k >= 2 are Monte Carlo estimates; k = 1 is exact and has none);
 * the re-send defence (the device repeats its first report): a dashed flat line in the same colour
   at the exact one-report error.
 
@@ -30,7 +30,9 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#1
 MARK_M = 200.0
 
 
-def repeated_figure(results: Sequence[RepeatedReports], *, labels: Sequence[str], height: int = 380) -> go.Figure:
+def repeated_figure(
+    results: Sequence[RepeatedReports], *, labels: Sequence[str], height: int = 380, n_stderr: float = 2.0
+) -> go.Figure:
     """The attacker's expected error (m) against the number of reports k, one colour per mechanism.
 
     Parameters
@@ -41,15 +43,20 @@ def repeated_figure(results: Sequence[RepeatedReports], *, labels: Sequence[str]
         The mechanisms' readable names, in the same order.
     height
         Figure height, pixels.
+    n_stderr
+        Half-length of the error bars in standard errors (2: about a 95 % interval).
 
     Returns
     -------
     plotly.graph_objects.Figure
         Two traces per mechanism, in order: independent reports (``name`` = the label, error bars
-        from ``stderr_m``), then the re-send defence (dashed, ``name`` = label + ", re-sent").
+        ``n_stderr * stderr_m``), then the re-send defence (dashed, ``name`` = label + ", re-sent").
     """
     results = list(results)
     labels = list(labels)
+    if isinstance(n_stderr, bool) or not isinstance(n_stderr, (int, float)) or not 0 <= n_stderr <= 10:
+        msg = f"The 'n_stderr' parameter of repeated_figure must be a number from 0 to 10. Got {n_stderr!r} instead."
+        raise ValueError(msg)
     if not results or len(labels) != len(results):
         msg = (
             "repeated_figure needs one label per result and at least one result. "
@@ -61,7 +68,11 @@ def repeated_figure(results: Sequence[RepeatedReports], *, labels: Sequence[str]
     for i, (res, label) in enumerate(zip(results, labels, strict=True)):
         color = PALETTE[i % len(PALETTE)]
         ks = list(res.ks)
-        how = ["exact" if e else f"estimate ± {s:,.1f} m" for e, s in zip(res.exact, res.stderr_m, strict=True)]
+        bars = [n_stderr * s for s in res.stderr_m]
+        how = [
+            "exact" if e else f"estimate ± {b:,.1f} m, {n_stderr:g} standard error{'' if n_stderr == 1 else 's'}"
+            for e, b in zip(res.exact, bars, strict=True)
+        ]
         fig.add_scatter(
             x=ks,
             y=list(res.error_m),
@@ -70,7 +81,7 @@ def repeated_figure(results: Sequence[RepeatedReports], *, labels: Sequence[str]
             legendgroup=label,
             line={"color": color, "width": 2},
             marker={"color": color, "size": 7},
-            error_y={"type": "data", "array": list(res.stderr_m), "visible": True, "color": color, "thickness": 1.2},
+            error_y={"type": "data", "array": bars, "visible": True, "color": color, "thickness": 1.2},
             customdata=how,
             hovertemplate=(
                 f"{label}<br>%{{x}} independent report(s)<br>attacker's error %{{y:,.0f}} m (%{{customdata}})"
@@ -91,7 +102,7 @@ def repeated_figure(results: Sequence[RepeatedReports], *, labels: Sequence[str]
         )
         top = max(
             top,
-            max(e + s for e, s in zip(res.error_m, res.stderr_m, strict=True)),
+            max(e + b for e, b in zip(res.error_m, bars, strict=True)),
             max(res.defence_error_m),
         )
     k_max = max(max(r.ks) for r in results)

@@ -37,7 +37,8 @@ def test_figure_draws_each_mechanism_and_its_defence(two_results):
         assert list(est.x) == list(res.ks)
         assert list(est.y) == list(res.error_m)
         assert est.mode == "lines+markers"
-        assert est.error_y.visible and list(est.error_y.array) == list(res.stderr_m)
+        # Two standard errors by default (about a 95 % interval).
+        assert est.error_y.visible and list(est.error_y.array) == [2 * s for s in res.stderr_m]
         assert est.error_y.array[0] == 0.0 and all(s > 0 for s in est.error_y.array[1:])
         assert list(defence.x) == list(res.ks)
         assert list(defence.y) == [res.error_m[0]] * len(res.ks)  # flat at the exact one-report error
@@ -53,7 +54,7 @@ def test_figure_axes_have_units_and_start_at_zero(two_results):
     assert "(k)" in fig.layout.xaxis.title.text
     low, high = fig.layout.yaxis.range
     assert low == 0.0
-    tops = [e + s for r in two_results for e, s in zip(r.error_m, r.stderr_m, strict=True)]
+    tops = [e + 2 * s for r in two_results for e, s in zip(r.error_m, r.stderr_m, strict=True)]
     assert high >= max(tops)
     assert fig.layout.xaxis.range[1] == pytest.approx(20.5)
 
@@ -62,7 +63,10 @@ def test_figure_hover_says_which_points_are_exact(two_results):
     fig = repeated_figure(two_results[:1], labels=["Sharp"])
     how = list(fig.data[0].customdata)
     assert how[0] == "exact"
-    assert how[1] == f"estimate ± {two_results[0].stderr_m[1]:,.1f} m"
+    assert how[1] == f"estimate ± {2 * two_results[0].stderr_m[1]:,.1f} m, 2 standard errors"
+    one = repeated_figure(two_results[:1], labels=["Sharp"], n_stderr=1)
+    assert list(one.data[0].error_y.array) == list(two_results[0].stderr_m)
+    assert one.data[0].customdata[1] == f"estimate ± {two_results[0].stderr_m[1]:,.1f} m, 1 standard error"
 
 
 def test_figure_rejects_mismatched_labels(two_results):
@@ -70,6 +74,8 @@ def test_figure_rejects_mismatched_labels(two_results):
         repeated_figure(two_results, labels=["only one"])
     with pytest.raises(ValueError, match="at least one result"):
         repeated_figure([], labels=[])
+    with pytest.raises(ValueError, match="'n_stderr' parameter of repeated_figure"):
+        repeated_figure(two_results, labels=["a", "b"], n_stderr=-1)
 
 
 def test_budget_sentence_spells_out_k_times_epsilon():
