@@ -316,8 +316,12 @@ def test_the_trade_off_curve_tab():
     assert len(charts) == 1
     spec = json.loads(charts[0].proto.spec)
     names = {t.get("name") for t in spec["data"]}
-    for key in ("laplace", "em", "em-br", "lp-ca", "panda-e"):
+    for key in ("laplace", "em", "em-br", "lp-ca"):
         assert lesson.MECHANISMS[key][0] in names, (key, names)
+    # PAnDA twice, labelled: its loss at its users (the paper's) and over every place (its mixture)
+    label = lesson.MECHANISMS["panda-e"][0]
+    assert {f"{label} at its users", f"{label} over every place"} <= names, names
+    assert any("over every place" in c.value and "at its users" in c.value for c in at.caption)
     eps_points = {round(p[0], 6) for t in spec["data"] for p in (t.get("customdata") or []) if isinstance(p, list)}
     assert {0.5, 5.0, 50.0} <= eps_points  # every point carries its eps for the click handler
     assert any("Click a point" in c.value for c in at.caption)
