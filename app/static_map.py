@@ -1,7 +1,7 @@
 """The Lesson map as a static plotly figure, for a PNG download (pure: no streamlit calls).
 
 It draws the same layers as :func:`app.lesson_maps.build_lesson_deck` from the same inputs: roads, the
-planar Laplace glow, report discs (bigger, redder = likelier) or the attacker's belief, every place, the
+planar Laplace glow, report discs (bigger, darker = likelier) or the attacker's belief, every place, the
 expected-error ring, sampled reports, the A/B markers, the report and the attacker's guess. Longitude
 runs along x and latitude along y with one kilometre as long on both axes at the map's centre (an
 equirectangular view, like the web map at city scale); no tiles, so no outside request. The map data's
@@ -178,7 +178,7 @@ def static_lesson_map(
                 x=rx,
                 y=ry,
                 mode="lines",
-                line={"color": _rgba([220, 20, 60, 200]), "width": 2},
+                line={"color": _rgba([*A_COLOR[:3], 220]), "width": 2},
                 name=f"{TRACE_NAMES['ring']} ({ring_m:,.0f} m)",
             )
         )
