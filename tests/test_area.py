@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from apptest_support import release_resources  # noqa: F401 (stops the app's workers at the end of the file)
 from conftest import ROOT, TESTS_DIR
 
 from panda import network as pn
