@@ -396,6 +396,10 @@ def image_export_problem() -> str | None:
     return None
 
 
+#: The image browser's proxy: the discard port on loopback, so no request of it reaches another host.
+NO_NETWORK_PROXY = "127.0.0.1:9"
+
+
 class _Renderer:
     """One headless Chromium driven by kaleido for the whole process: one image at a time, closed when idle.
 
@@ -467,7 +471,9 @@ class _Renderer:
 
         async def _open() -> Any:
             # mathjax=False: the page kaleido draws in loads nothing from outside (plotly.js is plotly's own copy).
-            k = kaleido.Kaleido(path=path, mathjax=False, timeout=timeout_s)
+            # The proxy is a closed loopback port: whatever Chromium itself might fetch in the background
+            # (kaleido's flags do not include --disable-background-networking) fails here, never leaves the machine.
+            k = kaleido.Kaleido(path=path, mathjax=False, timeout=timeout_s, proxy_server=NO_NETWORK_PROXY)
             await k.open()
             return k
 

@@ -281,7 +281,10 @@ def test_the_shared_browser_closes_when_idle(two_places_fig):
                            path=export.browser_path(), timeout_s=60)  # fmt: skip
     assert data.startswith(b"<svg")
     assert renderer.is_open
-    assert {p.pid for p in me.children(recursive=True)} - before  # the browser runs
+    started = [p for p in me.children(recursive=True) if p.pid not in before]
+    assert started  # the browser runs
+    # ... behind a closed loopback proxy: nothing it fetches by itself leaves the machine.
+    assert any(f"--proxy-server={export.NO_NETWORK_PROXY}" in p.cmdline() for p in started)
     deadline = time.monotonic() + 20
     while renderer.is_open and time.monotonic() < deadline:
         time.sleep(0.1)
