@@ -48,7 +48,10 @@ pages = [
 ]
 page = st.navigation(pages)
 
-params = sidebar.render(page_loss=PAGE_LOSS.get(page.title.lower(), DEFAULT_PAGE_LOSS))
+# The shown page's default loss (the page by identity: a page run outside a server, say a module
+# re-imported as __main__ by a process pool, has no title).
+PAGE_KEYS = {id(p): key for p, key in zip(pages, ("lesson", "explore", "learn", "compare", "audit"), strict=True)}
+params = sidebar.render(page_loss=PAGE_LOSS.get(PAGE_KEYS.get(id(page), ""), DEFAULT_PAGE_LOSS))
 st.session_state["params"] = params
 sidebar.write_query(params)
 for problem in st.session_state.pop("query_problems", None) or []:

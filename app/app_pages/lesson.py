@@ -589,6 +589,10 @@ with left:
             f"white: sampled reports.{extra}  \n"
             f"Map data {net.attribution}"
         )
+    # The Download menu's place, filled at the end of the run (it offers the charts the tabs draw). A fixed
+    # slot keeps the elements' positions stable between runs (a menu appended last made the browser drop the
+    # keyboard focus from the tab just chosen).
+    download_slot = st.container()
 
 with right:
     tabs = st.tabs(list(LESSON_TABS.values()), key="lesson_tab", on_change="rerun")
@@ -628,7 +632,7 @@ with right:
 
 # ---------------------------------------------------------------------------------------------
 # Take it away: the charts drawn in this run, the map, the mechanism's matrix (made only on a click)
-with left, common.guarded("The downloads"):
+with download_slot, common.guarded("The downloads"):
     export_ui.export_menu(
         instance=inst,
         figures=exports,
