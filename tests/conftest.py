@@ -88,3 +88,16 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/api"
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_main_module():
+    """Give ``sys.modules["__main__"]`` back after each test.
+
+    Streamlit's AppTest runs a script as a fresh ``__main__`` module and leaves it there; a process pool
+    started later (the experiment runner's) then re-runs that script in every child it spawns.
+    """
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
