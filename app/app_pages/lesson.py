@@ -119,8 +119,8 @@ st.markdown(f"#### Geo-indistinguishability on the roads of {place_name}")
 if not presenting:
     st.caption(
         "**Start here:** ① move **ε** and watch where place A's reports land · ② switch mechanisms and read "
-        "*Two places* · ③ *k reports*: what many reports give away · *Prior*: what the attacker knew before · "
-        "④ *Curve*: privacy against error for every mechanism · ⑤ then PAnDA: why its published setup leaks."
+        "*Two places* · ③ *k reports*: what many reports give away · ④ *Prior*: what the attacker knew before · "
+        "⑤ *Curve*: privacy against error for every mechanism · ⑥ then PAnDA: why its published setup leaks."
     )
 left, right = st.columns([3, 2], gap="medium")
 with right:
