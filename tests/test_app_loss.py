@@ -160,6 +160,6 @@ def test_background_view_compares_the_attacker_with_and_without_the_prior():
     naive = adversary_error_m(matrix, poi, d, attacker_prior=inst.prior)  # people follow the POIs
     knowing = adversary_error_m(matrix, poi, d)
     assert knowing < naive
-    assert metric(at, "Attacker, no background") == fmt_m(naive)
-    assert metric(at, "Attacker, knows where people go") == fmt_m(knowing)
+    assert metric(at, "Naive attacker") == fmt_m(naive)
+    assert metric(at, "Informed attacker") == fmt_m(knowing)
     assert any("Same mechanism, same ε" in m.value for m in at.markdown)

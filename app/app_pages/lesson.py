@@ -408,22 +408,23 @@ def _background(mech_key: str, eps: float) -> None:
     label = PRIOR_OPTIONS.get(bg["peaked_name"], "Your uploaded places")
     c1, c2 = st.columns(2)
     c1.metric(
-        "Attacker, no background",
+        "Naive attacker",
         fmt_m(bg["uniform_m"]),
-        help="It knows the mechanism but believes every place equally likely.",
+        help="It knows the mechanism, but not where people go: it believes every place equally likely.",
     )
     c2.metric(
-        "Attacker, knows where people go",
+        "Informed attacker",
         fmt_m(bg["peaked_m"]),
         delta=f"{bg['peaked_m'] - bg['uniform_m']:+,.0f} m",
         delta_color="inverse",
-        help=f"It also knows how people are spread: {label}.",
+        help=f"It knows the mechanism and where people go (background knowledge): {label}.",
     )
     holds = "✓ holds" if rows.numbers.get("passed") else "gives the same verdict"
     st.markdown(
         f"People here go where *{label.lower()}* says (the busiest tenth of the places holds "
         f"{100 * bg['top_decile_share']:.0f} % of them). **Same mechanism, same ε = {eps:g}/km, same guarantee** "
-        f"(the exact check {holds}: it does not read the prior), yet the attacker who knows where people go guesses "
+        f"(the exact check {holds}: it does not read the prior), yet the informed attacker, who knows where "
+        "people go, guesses "
         f"**{fmt_m(bg['uniform_m'] - bg['peaked_m'])} closer** on average. Geo-indistinguishability bounds how much "
         "*one report* changes the odds between two places; what the attacker knew before still counts."
     )
