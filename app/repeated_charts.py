@@ -20,18 +20,25 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from app.lesson import times
+from app.palette import OKABE_ITO
 from panda.repeated import MAX_REPORTS, RepeatedReports
 
 __all__ = ["PALETTE", "budget_sentence", "repeated_figure"]
 
-#: One colour per mechanism, in the order given.
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#111111")
+#: One colour per mechanism, in the order given, when no colours are passed: Okabe-Ito, told apart under
+#: the common colour-vision deficiencies (see app/palette.py; its yellow is too light for a line).
+PALETTE = tuple(v for k, v in OKABE_ITO.items() if k != "yellow")
 #: The distance the sentence speaks of, metres (the Lesson's "from another place 200 m away").
 MARK_M = 200.0
 
 
 def repeated_figure(
-    results: Sequence[RepeatedReports], *, labels: Sequence[str], height: int = 380, n_stderr: float = 2.0
+    results: Sequence[RepeatedReports],
+    *,
+    labels: Sequence[str],
+    height: int = 380,
+    n_stderr: float = 2.0,
+    colors: Sequence[str] | None = None,
 ) -> go.Figure:
     """The attacker's expected error (m) against the number of reports k, one colour per mechanism.
 
@@ -45,6 +52,9 @@ def repeated_figure(
         Figure height, pixels.
     n_stderr
         Half-length of the error bars in standard errors (2: about a 95 % interval).
+    colors
+        One colour per mechanism (e.g. ``app.palette.MECHANISM_COLORS``, as the curve uses); ``None``:
+        :data:`PALETTE` in order.
 
     Returns
     -------
@@ -57,6 +67,9 @@ def repeated_figure(
     if isinstance(n_stderr, bool) or not isinstance(n_stderr, (int, float)) or not 0 <= n_stderr <= 10:
         msg = f"The 'n_stderr' parameter of repeated_figure must be a number from 0 to 10. Got {n_stderr!r} instead."
         raise ValueError(msg)
+    if colors is not None and len(colors) != len(results):
+        msg = f"repeated_figure needs one colour per result. Got {len(colors)} colours for {len(results)} results."
+        raise ValueError(msg)
     if not results or len(labels) != len(results):
         msg = (
             "repeated_figure needs one label per result and at least one result. "
@@ -66,7 +79,7 @@ def repeated_figure(
     fig = go.Figure()
     top = 0.0
     for i, (res, label) in enumerate(zip(results, labels, strict=True)):
-        color = PALETTE[i % len(PALETTE)]
+        color = colors[i] if colors is not None else PALETTE[i % len(PALETTE)]
         ks = list(res.ks)
         bars = [n_stderr * s for s in res.stderr_m]
         how = [

@@ -69,6 +69,19 @@ def test_figure_hover_says_which_points_are_exact(two_results):
     assert one.data[0].customdata[1] == f"estimate ± {two_results[0].stderr_m[1]:,.1f} m, 1 standard error"
 
 
+def test_figure_takes_the_mechanisms_colours(two_results):
+    from app.palette import MECHANISM_COLORS, OKABE_ITO
+
+    colors = [MECHANISM_COLORS["em"], MECHANISM_COLORS["laplace"]]
+    fig = repeated_figure(two_results, labels=["EM", "Laplace"], colors=colors)
+    # Each mechanism's line and its re-sent line share the mechanism's colour.
+    assert [t.line.color for t in fig.data] == [colors[0], colors[0], colors[1], colors[1]]
+    plain = repeated_figure(two_results, labels=["EM", "Laplace"])
+    assert {t.line.color for t in plain.data} <= set(OKABE_ITO.values())  # colour-blind-safe by default
+    with pytest.raises(ValueError, match="one colour per result"):
+        repeated_figure(two_results, labels=["EM", "Laplace"], colors=colors[:1])
+
+
 def test_figure_rejects_mismatched_labels(two_results):
     with pytest.raises(ValueError, match="one label per result"):
         repeated_figure(two_results, labels=["only one"])

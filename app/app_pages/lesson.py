@@ -26,6 +26,7 @@ from app import (
     state,
 )
 from app.analysis import fmt_m, fmt_pct, surrogate_rows
+from app.palette import MECHANISM_COLORS
 from app.params import LESSON_TABS, PRIOR_OPTIONS, RANGES, to_config
 from panda.execution import JobError
 from panda.repeated import posterior_after
@@ -365,7 +366,8 @@ def _repeated(mech_key: str, eps: float) -> None:
         st.info("No mechanism has a full matrix on this view yet: try another ε or fewer places K.")
         return
     labels = [lesson.MECHANISMS[name][0] for name, _ in results]
-    fig = repeated_charts.repeated_figure([r for _, r in results], labels=labels, height=380)
+    colors = [MECHANISM_COLORS[name] for name, _ in results]  # the curve's colours, told apart by colour-blind eyes
+    fig = repeated_charts.repeated_figure([r for _, r in results], labels=labels, height=380, colors=colors)
     fig.add_vline(x=k, line_dash="dot", line_color="grey")
     exports["many-reports"] = fig
     st.plotly_chart(fig, key="lesson_repeated")
