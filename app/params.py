@@ -289,6 +289,9 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         except ValueError:
             problems.append(f"'{key}={raw}' is not a number: ignored.")
             return
+        except OverflowError:  # int(float("inf")): ?K=inf, ?seed=1e999
+            problems.append(f"'{key}={raw}' is outside [{low:g}, {high:g}]: ignored.")
+            return
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
             problems.append(f"'{key}={raw}' is outside [{low:g}, {high:g}]: ignored.")
             return

@@ -163,3 +163,11 @@ def test_background_view_compares_the_attacker_with_and_without_the_prior():
     assert metric(at, "Naive attacker") == fmt_m(naive)
     assert metric(at, "Informed attacker") == fmt_m(knowing)
     assert any("Same mechanism, same ε" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("key", ["K", "N", "M", "seed", "Gamma", "tasks"])
+@pytest.mark.parametrize("raw", ["inf", "-inf", "1e999", "nan"])
+def test_a_link_with_an_infinite_whole_number_is_refused_not_raised(key, raw):
+    p, problems = from_query({key: raw})
+    assert p == Params()
+    assert problems and problems[0].startswith(f"'{key}={raw}'") and problems[0].endswith("ignored.")
