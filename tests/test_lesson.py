@@ -182,6 +182,35 @@ def test_two_places_chart(small):
     assert pytest.approx(check.allowed) in lines and pytest.approx(-check.allowed) in lines
 
 
+def test_two_places_svg_draws_the_same_bars(small):
+    import re
+    import xml.etree.ElementTree as ET
+
+    _, inst = small
+    m = build_em(inst, 5.0).matrix
+    d = float(inst.distances_km_pairs(np.array([0]), np.array([1]))[0])
+    check = lesson.pair_check(m[0], m[1], d, 5.0)
+    svg = lesson_charts.two_places_svg(check, m[0], m[1], width=360, height=300)
+    ns = "{http://www.w3.org/2000/svg}"
+    rects = ET.fromstring(svg).findall(f"{ns}rect")
+    fig = lesson_charts.two_places(check, m[0], m[1])
+    n = len(fig.data[0].x)  # the outputs the plotly figure shows
+    assert len(rects) == 3 * n  # A, B and the log-ratio bar per output
+    tips = [r.find(f"{ns}title").text for r in rects]
+    a_tips = [t for t in tips if "Pr[report | A]" in t]
+    # Bars are as tall as their probability, in the plotly figure's order.
+    heights = np.array([float(r.get("height")) for r in rects if "Pr[report | A]" in r.find(f"{ns}title").text])
+    pa = np.asarray(fig.data[0].y)
+    np.testing.assert_allclose(heights / heights[0], pa / pa[0], rtol=1e-3, atol=1e-3)
+    assert [re.search(r"output (\d+)", t).group(1) for t in a_tips] == list(fig.data[0].x)
+    # The allowance is drawn twice (±ε·d) and labelled; red bars are exactly the outputs beyond it.
+    dashed = ET.fromstring(svg).findall(f"{ns}line[@stroke-dasharray='6 4']")
+    assert len(dashed) == 2
+    assert "ε·d allows" in svg
+    red = sum(r.get("fill") == "#b00020" for r in rects)
+    assert red == int(np.sum(np.asarray(fig.data[2].marker.color) == "#b00020"))
+
+
 # --------------------------------------------------------------------------------------------
 # The page
 # --------------------------------------------------------------------------------------------
