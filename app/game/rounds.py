@@ -1,0 +1,471 @@
+"""What a lecturer and a student can do in a class round, and the rules (no streamlit).
+
+Every function takes the join code and a token from a link (hostile input: checked here, never trusted)
+and either does what was asked or raises :class:`GameError` with the sentence to show. The pages hold no
+secret: a student's report is sampled on the server and stored; the secret place leaves the database only
+after the reveal.
+
+Rules:
+
+* Join codes are 6 characters drawn with :mod:`secrets` from 31 unambiguous letters and digits (8.9e8
+  codes): one code says nothing about another.
+* The lecturer's token (in the lecturer's link only) opens, reveals, closes and exports; a student's token
+  (in the student's link) guesses. Both are stored as SHA-256 hashes.
+* A guess can change until the reveal; after it, or in a closed round, it is refused with a message.
+  The reveal and a guess never interleave: the reveal locks the round's row (``FOR UPDATE``; SQLite's
+  ``BEGIN IMMEDIATE`` serialises writers), a guess reads it ``FOR SHARE``.
+* Games older than a day are deleted (:func:`cleanup`, run whenever a game opens).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import io
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.game import store
+from app.game.models import SECRET_MODES, Entry, Game, Player, Round
+
+__all__ = [
+    "GameError",
+    "RoundSpec",
+    "PlayerView",
+    "HostView",
+    "CODE_ALPHABET",
+    "CODE_LENGTH",
+    "MAX_AGE",
+    "MAX_PLAYERS",
+    "new_code",
+    "normalize_code",
+    "open_game",
+    "next_round",
+    "close_round",
+    "reveal",
+    "join",
+    "player_view",
+    "guess",
+    "host_view",
+    "export_csv",
+    "cleanup",
+]
+
+#: No 0/O, 1/I/L: a code read off a projector is typed right.
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+CODE_LENGTH = 6
+MAX_AGE = timedelta(days=1)
+#: Players per game: a lecture hall, not the internet.
+MAX_PLAYERS = 500
+#: Rounds per game.
+MAX_ROUNDS = 100
+
+
+class GameError(Exception):
+    """A request the rules refuse; ``str(error)`` is the plain sentence to show."""
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    """What the lecturer starts a round on (the view itself is the game's)."""
+
+    mechanism: str
+    epsilon_per_km: float
+    n_reports: int = 1
+    secret_mode: str = "each"
+    shared_place: int | None = None
+    options: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.secret_mode not in SECRET_MODES:
+            raise ValueError(f"secret_mode must be one of {SECRET_MODES}. Got {self.secret_mode!r} instead.")
+        if (self.secret_mode == "shared") != (self.shared_place is not None):
+            raise ValueError("A shared secret needs shared_place; a secret per student takes none.")
+        if not (1 <= int(self.n_reports) <= 20):
+            raise ValueError(f"n_reports must be 1 to 20. Got {self.n_reports} instead.")
+        if not (self.epsilon_per_km > 0):
+            raise ValueError(f"epsilon_per_km must be > 0. Got {self.epsilon_per_km} instead.")
+
+
+@dataclass
+class PlayerView:
+    """What a student's page shows (no secret before the reveal)."""
+
+    code: str
+    player_number: int
+    round_number: int
+    status: str
+    epsilon_per_km: float
+    mechanism: str
+    n_reports: int
+    reports: list[int] = field(default_factory=list)
+    guess: int | None = None
+    #: After the reveal only:
+    secret: int | None = None
+    error_m: float | None = None
+    bayes_place: int | None = None
+    bayes_error_m: float | None = None
+    rank: int | None = None
+    n_ranked: int = 0
+    #: None while the round is open; after the reveal, the round's summary.
+    summary: dict | None = None
+    #: The student joined after this round ended: they wait for the next one.
+    waiting: bool = False
+
+
+@dataclass
+class HostView:
+    """What the lecturer's screen shows."""
+
+    code: str
+    view: list
+    rounds: list[dict]
+    current: dict
+    n_players: int
+    #: The current round's guesses (place per guessing student) and, after the reveal, secrets and scores.
+    guesses: list[int]
+    entries: list[dict]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)  # naive UTC in the database (SQLite keeps no zone)
+
+
+def _sha(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+def new_code() -> str:
+    """A fresh join code (not checked for uniqueness: :func:`open_game` retries on a collision)."""
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def normalize_code(code: object) -> str:
+    """A typed or linked code in canonical form; refuses anything that cannot be a code."""
+    text = str(code or "").strip().upper().replace(" ", "").replace("-", "")
+    if len(text) != CODE_LENGTH or any(c not in CODE_ALPHABET for c in text):
+        shown = "".join(c for c in text if c.isascii() and c.isalnum())[:12]  # never echo markup from a link
+        raise GameError(f"“{shown}” is not a join code: a code has {CODE_LENGTH} letters and digits, like K7M2QX.")
+    return text
+
+
+def _game(s: Session, code: object, *, now: datetime | None = None) -> Game:
+    c = normalize_code(code)
+    game = s.scalars(select(Game).where(Game.code == c)).one_or_none()
+    if game is None:
+        raise GameError(f"There is no round with the code {c}. Check the code on the lecturer's screen.")
+    if game.created_at < (now or _now()) - MAX_AGE:
+        raise GameError(f"The code {c} has expired (rounds last a day). Ask the lecturer for a new one.")
+    return game
+
+
+def _host(s: Session, code: object, host_token: object) -> Game:
+    game = _game(s, code)
+    if not isinstance(host_token, str) or not hmac.compare_digest(_sha(host_token), game.host_token_sha256):
+        raise GameError("Only the lecturer who opened this round can do that (their link carries a lecturer key).")
+    return game
+
+
+def _player(s: Session, game: Game, token: object) -> Player:
+    player = None
+    if isinstance(token, str) and token:
+        player = s.scalars(
+            select(Player).where(Player.game_id == game.id, Player.token_sha256 == _sha(token))
+        ).one_or_none()
+    if player is None:
+        raise GameError(f"This link is not a player of round {game.code}. Join again with the code.")
+    return player
+
+
+def _current(s: Session, game: Game, *, lock: str | None = None) -> Round:
+    q = select(Round).where(Round.game_id == game.id).order_by(Round.number.desc()).limit(1)
+    if lock == "update":
+        q = q.with_for_update()
+    elif lock == "share":
+        q = q.with_for_update(read=True)
+    return s.scalars(q).one()
+
+
+def _add_round(s: Session, game: Game, number: int, spec: RoundSpec, now: datetime) -> Round:
+    rnd = Round(
+        game_id=game.id,
+        number=number,
+        mechanism=spec.mechanism,
+        options=[list(o) for o in spec.options],
+        epsilon_per_km=float(spec.epsilon_per_km),
+        n_reports=int(spec.n_reports),
+        secret_mode=spec.secret_mode,
+        shared_place=None if spec.shared_place is None else int(spec.shared_place),
+        status="open",
+        created_at=now,
+    )
+    s.add(rnd)
+    s.flush()
+    return rnd
+
+
+def open_game(view: list | tuple, spec: RoundSpec, *, url: str | None = None) -> tuple[str, str]:
+    """Open a game on ``view`` (the instance key) with its first round; returns (join code, lecturer token)."""
+    cleanup(url=url)
+    token = secrets.token_urlsafe(24)
+    for _ in range(20):
+        try:
+            with store.session(url) as s:
+                now = _now()
+                game = Game(code=new_code(), host_token_sha256=_sha(token), created_at=now, view=list(view))
+                s.add(game)
+                s.flush()
+                _add_round(s, game, 1, spec, now)
+                return game.code, token
+        except IntegrityError:  # the code is taken (about one chance in 10^7 with 100 live games): draw again
+            continue
+    raise GameError("Could not find a free join code: try again.")
+
+
+def next_round(code: str, host_token: str, spec: RoundSpec, *, url: str | None = None) -> int:
+    """Start the next round (the current one is closed first if the lecturer had not revealed it)."""
+    with store.session(url) as s:
+        game = _host(s, code, host_token)
+        rnd = _current(s, game, lock="update")
+        if rnd.number >= MAX_ROUNDS:
+            raise GameError(f"This game has had {MAX_ROUNDS} rounds: open a new one.")
+        if rnd.status == "open":
+            rnd.status = "closed"
+        return _add_round(s, game, rnd.number + 1, spec, _now()).number
+
+
+def close_round(code: str, host_token: str, *, url: str | None = None) -> None:
+    """End the current round: no more guesses (its scores stay if it was revealed)."""
+    with store.session(url) as s:
+        game = _host(s, code, host_token)
+        _current(s, game, lock="update").status = "closed"
+
+
+def reveal(
+    code: str,
+    host_token: str,
+    score: Callable[[Round, list[dict]], tuple[list[dict], dict]],
+    *,
+    url: str | None = None,
+) -> dict:
+    """Reveal the current round: lock it, score every entry with ``score`` and store the summary.
+
+    ``score(round, entries)`` gets the entries as dicts (``secret``, ``reports``, ``guess``) and returns the
+    per-entry scores and the summary (:func:`app.game.scoring.score_round`).
+    """
+    with store.session(url) as s:
+        game = _host(s, code, host_token)
+        rnd = _current(s, game, lock="update")
+        if rnd.status != "open":
+            raise GameError(f"Round {rnd.number} is already {rnd.status}.")
+        rnd.status, rnd.revealed_at = "revealed", _now()
+        s.flush()
+        entries = list(s.scalars(select(Entry).where(Entry.round_id == rnd.id).order_by(Entry.id)))
+        scored, summary = score(
+            rnd, [{"secret": e.secret_place, "reports": list(e.reports), "guess": e.guess_place} for e in entries]
+        )
+        for e, sc in zip(entries, scored, strict=True):
+            e.error_m, e.bayes_place, e.bayes_error_m, e.rank = (
+                sc["error_m"],
+                sc["bayes_place"],
+                sc["bayes_error_m"],
+                sc["rank"],
+            )
+        best = summary.pop("best_index", None)
+        numbers = dict(s.execute(select(Player.id, Player.number).where(Player.game_id == game.id)).all())
+        summary["best_player"] = None if best is None else numbers[entries[best].player_id]
+        summary["best_place"] = None if best is None else entries[best].guess_place
+        rnd.summary = summary
+        return summary
+
+
+def join(code: object, *, url: str | None = None) -> str:
+    """A new player in the game of ``code`` (late joiners welcome); returns the player's token."""
+    token = secrets.token_urlsafe(18)
+    for _ in range(20):
+        try:
+            with store.session(url) as s:
+                game = _game(s, code)
+                if _current(s, game).status == "closed":
+                    raise GameError(f"The lecturer closed round {game.code}: wait for the next round, then join.")
+                n = s.scalar(select(func.max(Player.number)).where(Player.game_id == game.id)) or 0
+                if n >= MAX_PLAYERS:
+                    raise GameError(f"This round is full ({MAX_PLAYERS} players).")
+                s.add(Player(game_id=game.id, number=n + 1, token_sha256=_sha(token), joined_at=_now()))
+                return token
+        except IntegrityError:  # two phones took the same number at once: take the next
+            continue
+    raise GameError("Too many phones joined at once: tap Join again.")
+
+
+def player_view(
+    code: object,
+    token: object,
+    draw: Callable[[Round], tuple[int, list[int]]],
+    *,
+    url: str | None = None,
+) -> PlayerView:
+    """The student's round: their reports, their guess, and their scores after the reveal.
+
+    On the first sight of an open round the reports are drawn with ``draw(round)`` (secret place, outputs),
+    outside any transaction (a mechanism may take a while to build the first time), then stored.
+    """
+    for _ in range(3):
+        with store.session(url, read=True) as s:
+            game = _game(s, code)
+            player = _player(s, game, token)
+            rnd = _current(s, game)
+            entry = s.scalars(select(Entry).where(Entry.round_id == rnd.id, Entry.player_id == player.id)).one_or_none()
+            out = PlayerView(
+                code=game.code,
+                player_number=player.number,
+                round_number=rnd.number,
+                status=rnd.status,
+                epsilon_per_km=rnd.epsilon_per_km,
+                mechanism=rnd.mechanism,
+                n_reports=rnd.n_reports,
+            )
+            if entry is not None:
+                out.reports, out.guess = list(entry.reports), entry.guess_place
+                if rnd.summary is not None:
+                    out.secret, out.error_m, out.rank = entry.secret_place, entry.error_m, entry.rank
+                    out.bayes_place, out.bayes_error_m = entry.bayes_place, entry.bayes_error_m
+                    out.summary = rnd.summary
+                    out.n_ranked = int(rnd.summary.get("n_guesses") or 0)
+                return out
+            if rnd.status != "open":
+                out.waiting = True
+                return out
+            round_id, player_id = rnd.id, player.id
+        secret, reports = draw(rnd)
+        try:
+            with store.session(url) as s:
+                if s.get(Round, round_id) is not None and s.get(Round, round_id).status == "open":
+                    s.add(
+                        Entry(
+                            round_id=round_id,
+                            player_id=player_id,
+                            secret_place=int(secret),
+                            reports=[int(j) for j in reports],
+                            n_guesses=0,
+                        )
+                    )
+        except IntegrityError:  # the same phone loaded twice at once: the other load drew the entry
+            pass
+    raise GameError("Your report could not be drawn: reload the page.")
+
+
+def guess(code: object, token: object, place: object, *, url: str | None = None) -> str:
+    """Store (or change) the student's guess for the current round; returns the confirmation to show."""
+    with store.session(url) as s:
+        game = _game(s, code)
+        player = _player(s, game, token)
+        rnd = _current(s, game, lock="share")
+        if rnd.status == "revealed":
+            raise GameError(f"Round {rnd.number} has been revealed: guesses are closed. Your score is below.")
+        if rnd.status == "closed":
+            raise GameError(f"The lecturer closed round {rnd.number}: guesses are closed.")
+        n_places = int(game.view[1])
+        if isinstance(place, bool) or not isinstance(place, int) or not (0 <= place < n_places):
+            raise GameError("That is off the map: tap one of the places (the small dots on the roads).")
+        entry = s.scalars(select(Entry).where(Entry.round_id == rnd.id, Entry.player_id == player.id)).one_or_none()
+        if entry is None:
+            raise GameError("Your report for this round is not loaded yet: reload the page.")
+        if entry.guess_place == place:
+            return f"Already saved: your guess is place {place}."
+        changed = entry.guess_place is not None
+        entry.guess_place, entry.guessed_at, entry.n_guesses = place, _now(), entry.n_guesses + 1
+        return f"Guess {'changed' if changed else 'saved'}: place {place}. You can change it until the reveal."
+
+
+def _round_row(rnd: Round) -> dict:
+    row = {
+        "round": rnd.number,
+        "mechanism": rnd.mechanism,
+        "epsilon_per_km": rnd.epsilon_per_km,
+        "n_reports": rnd.n_reports,
+        "secret_mode": rnd.secret_mode,
+        "status": rnd.status,
+        "shared_place": rnd.shared_place,
+    }
+    row.update(rnd.summary or {})
+    return row
+
+
+def host_view(code: object, host_token: object, *, url: str | None = None) -> HostView:
+    """The lecturer's screen: every round's summary, the current round's guesses (and scores after the reveal)."""
+    with store.session(url) as s:
+        game = _host(s, code, host_token)
+        rounds = list(s.scalars(select(Round).where(Round.game_id == game.id).order_by(Round.number)))
+        cur = rounds[-1]
+        n_players = s.scalar(select(func.count()).select_from(Player).where(Player.game_id == game.id)) or 0
+        rows = s.execute(
+            select(Entry, Player.number).join(Player, Player.id == Entry.player_id).where(Entry.round_id == cur.id)
+        ).all()
+        shown = cur.status != "open"
+        entries = [
+            {
+                "player": number,
+                "guess": e.guess_place,
+                **(
+                    {"secret": e.secret_place, "error_m": e.error_m, "bayes_error_m": e.bayes_error_m, "rank": e.rank}
+                    if shown
+                    else {}
+                ),
+            }
+            for e, number in rows
+        ]
+        return HostView(
+            code=game.code,
+            view=list(game.view),
+            rounds=[_round_row(r) for r in rounds],
+            current=_round_row(cur) | {"n_entries": len(rows)},
+            n_players=int(n_players),
+            guesses=[e["guess"] for e in entries if e["guess"] is not None],
+            entries=entries,
+        )
+
+
+#: The rounds table's CSV columns (one row per round).
+CSV_COLUMNS = (
+    "round",
+    "mechanism",
+    "epsilon_per_km",
+    "n_reports",
+    "secret_mode",
+    "status",
+    "n_players",
+    "n_guesses",
+    "class_mean_m",
+    "class_median_m",
+    "best_m",
+    "bayes_mean_m",
+    "bayes_expected_m",
+)
+
+
+def export_csv(code: object, host_token: object, *, url: str | None = None) -> str:
+    """The rounds table as CSV (one row per round; errors in metres, empty before the reveal)."""
+    view = host_view(code, host_token, url=url)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in view.rounds:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+    return buf.getvalue()
+
+
+def cleanup(*, url: str | None = None, now: datetime | None = None) -> int:
+    """Delete games older than a day (their rounds, players and entries go with them); returns how many."""
+    with store.session(url) as s:
+        old = list(s.scalars(select(Game.id).where(Game.created_at < (now or _now()) - MAX_AGE)))
+        if old:
+            s.execute(delete(Game).where(Game.id.in_(old)))
+        return len(old)
