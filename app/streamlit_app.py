@@ -46,7 +46,15 @@ pages = [
     st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
     st.Page("app_pages/audit.py", title="Audit", icon=":material/fact_check:"),
 ]
-page = st.navigation(pages)
+# The class round (opened from the Lesson's presenter view and from a join link): not in the menu.
+game_pages = [
+    st.Page("app_pages/host.py", title="Class round", icon=":material/groups:", url_path="host", visibility="hidden"),
+    st.Page("app_pages/play.py", title="Play", icon=":material/touch_app:", url_path="play", visibility="hidden"),
+]
+page = st.navigation(pages + game_pages)
+if any(page is p for p in game_pages):  # their view comes from the class database, not from the sidebar
+    page.run()
+    st.stop()
 
 # The shown page's default loss (the page by identity: a page run outside a server, say a module
 # re-imported as __main__ by a process pool, has no title).

@@ -474,6 +474,46 @@ else:
     )
 m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_help)
 
+
+def _start_round(mode: str) -> None:
+    """Open a class round on this view (the lecturer's page then shows the join code)."""
+    from app.game import rounds
+
+    k = int(ss.get("lesson_k") or 1)
+    spec = rounds.RoundSpec(mech_key, eps, k, mode, pa if mode == "shared" else None, options=_options(mech_key))
+    try:
+        code, token = rounds.open_game(list(params.instance_key), spec)
+    except Exception as exc:  # noqa: BLE001 (a message, never a traceback)
+        ss.lesson_round_problem = f"The class round could not be opened: {exc}"
+        return
+    ss.lesson_round_open = {"code": code, "key": token}
+
+
+if presenting:
+    with right.popover("Class round", icon=":material/groups:", help="Students guess from their phones."):
+        if rows.matrix is None:
+            st.caption("A class round needs a mechanism with a report for every place: pick another mechanism.")
+        else:
+            secret = st.radio(
+                "Secret place",
+                ["each", "shared"],
+                format_func={"each": "Each student gets their own", "shared": "Place A, for everyone"}.get,
+                key="lesson_round_secret",
+            )
+            k_now = int(ss.get("lesson_k") or 1)
+            st.caption(
+                f"{lesson.MECHANISMS[mech_key][0]} at ε = {eps:g}/km, {k_now} report{'s' if k_now > 1 else ''} per "
+                "student (*k reports* sets k)."
+            )
+            st.button(
+                "Start a round", type="primary", icon=":material/play_arrow:", on_click=_start_round, args=(secret,)
+            )
+        if ss.get("lesson_round_problem"):
+            st.warning(ss.pop("lesson_round_problem"))
+    opened = ss.pop("lesson_round_open", None)
+    if opened:
+        st.switch_page("app_pages/host.py", query_params=opened)
+
 # ---------------------------------------------------------------------------------------------
 # Map (left) and tabs (right)
 with left:

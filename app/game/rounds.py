@@ -53,6 +53,7 @@ __all__ = [
     "join",
     "player_view",
     "guess",
+    "status",
     "host_view",
     "export_csv",
     "cleanup",
@@ -99,6 +100,7 @@ class PlayerView:
     """What a student's page shows (no secret before the reveal)."""
 
     code: str
+    view: list
     player_number: int
     round_number: int
     status: str
@@ -308,13 +310,13 @@ def join(code: object, *, url: str | None = None) -> str:
 def player_view(
     code: object,
     token: object,
-    draw: Callable[[Round], tuple[int, list[int]]],
+    draw: Callable[[list, Round], tuple[int, list[int]]],
     *,
     url: str | None = None,
 ) -> PlayerView:
     """The student's round: their reports, their guess, and their scores after the reveal.
 
-    On the first sight of an open round the reports are drawn with ``draw(round)`` (secret place, outputs),
+    On the first sight of an open round the reports are drawn with ``draw(view, round)`` (secret place, outputs),
     outside any transaction (a mechanism may take a while to build the first time), then stored.
     """
     for _ in range(3):
@@ -325,6 +327,7 @@ def player_view(
             entry = s.scalars(select(Entry).where(Entry.round_id == rnd.id, Entry.player_id == player.id)).one_or_none()
             out = PlayerView(
                 code=game.code,
+                view=list(game.view),
                 player_number=player.number,
                 round_number=rnd.number,
                 status=rnd.status,
@@ -343,8 +346,8 @@ def player_view(
             if rnd.status != "open":
                 out.waiting = True
                 return out
-            round_id, player_id = rnd.id, player.id
-        secret, reports = draw(rnd)
+            round_id, player_id, view = rnd.id, player.id, list(game.view)
+        secret, reports = draw(view, rnd)
         try:
             with store.session(url) as s:
                 if s.get(Round, round_id) is not None and s.get(Round, round_id).status == "open":
@@ -360,6 +363,13 @@ def player_view(
         except IntegrityError:  # the same phone loaded twice at once: the other load drew the entry
             pass
     raise GameError("Your report could not be drawn: reload the page.")
+
+
+def status(code: object, *, url: str | None = None) -> tuple[int, str]:
+    """The current round's number and status (what a student's page polls for)."""
+    with store.session(url, read=True) as s:
+        rnd = _current(s, _game(s, code))
+        return rnd.number, rnd.status
 
 
 def guess(code: object, token: object, place: object, *, url: str | None = None) -> str:
@@ -394,6 +404,7 @@ def _round_row(rnd: Round) -> dict:
         "secret_mode": rnd.secret_mode,
         "status": rnd.status,
         "shared_place": rnd.shared_place,
+        "options": rnd.options,
     }
     row.update(rnd.summary or {})
     return row

@@ -1,0 +1,282 @@
+"""The lecturer's screen of a class round: the join code and QR code, guesses as they arrive, the reveal.
+
+Opened from the Lesson's presenter view (*Class round*), with the lecturer's key in the address
+(``/host?code=K7M2QX&key=...``): keep that address; it is the only way to reveal, close or go on.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import secrets
+import statistics
+import urllib.parse
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import segno
+import streamlit as st
+
+from app import game_maps, lesson, maps, state, style
+from app.analysis import fmt_m
+from app.game import rounds, scoring
+from app.palette import MECHANISM_COLORS
+
+#: How often the lecturer's screen picks up new guesses, seconds.
+POLL_S = 2.0
+MAP_HEIGHT = 500
+#: The join link's origin when the lecturer's own address is not what phones can reach (e.g. localhost).
+PUBLIC_URL_ENV = "PANDA_PUBLIC_URL"
+
+ss = st.session_state
+st.html(style.css(presenting=True) + "<style>[data-testid='stSidebar'] { display: none; }</style>")
+code = str(st.query_params.get("code", ""))[:64]
+key = str(st.query_params.get("key", ""))[:128]
+
+
+def _host_view() -> rounds.HostView | None:
+    try:
+        return rounds.host_view(code, key)
+    except rounds.GameError as exc:
+        st.error(str(exc))
+    except Exception as exc:  # noqa: BLE001 (never a traceback in the page)
+        st.error(f"The class database could not be read ({type(exc).__name__}: {exc}).")
+    return None
+
+
+hv = _host_view()
+if hv is None:
+    st.page_link("app_pages/lesson.py", label="Back to the Lesson (start a round in the presenter view)")
+    st.stop()
+
+view = tuple(hv.view)
+try:
+    inst = state.instance(*view)
+    net = state.network(view[0])
+except Exception as exc:  # noqa: BLE001
+    st.error(f"The round's places could not be prepared: {exc}")
+    st.stop()
+cur = hv.current
+label = lesson.MECHANISMS.get(cur["mechanism"], (cur["mechanism"],))[0]
+k = int(cur["n_reports"])
+
+
+def _matrix(row: dict) -> np.ndarray:
+    rnd_options = tuple(tuple(o) for o in (row.get("options") or ()))
+    return state.baseline(view, row["mechanism"], float(row["epsilon_per_km"]), rnd_options).matrix
+
+
+def _join_url() -> str:
+    base = os.environ.get(PUBLIC_URL_ENV, "").strip()
+    if not base:
+        parts = urllib.parse.urlsplit(st.context.url or "http://localhost:8501/host")
+        path = parts.path.rsplit("/", 1)[0]
+        base = f"{parts.scheme}://{parts.netloc}{path}"
+    return f"{base.rstrip('/')}/play?code={hv.code}"
+
+
+def _spread_m(places: list[int]) -> float | None:
+    """The guesses' spread: the median road distance from each guess to their most central guess (m)."""
+    if len(places) < 2:
+        return None
+    idx = np.asarray(places)
+    d = inst.d_km[np.ix_(idx, idx)] * 1000.0
+    centre = int(np.argmin(d.sum(axis=1)))
+    return float(statistics.median(d[centre]))
+
+
+# ---------------------------------------------------------------------------------------------
+st.markdown(f"#### Class round {cur['round']}: where was this report made?")
+st.caption(
+    f"{label} at ε = {cur['epsilon_per_km']:g}/km · {k} report{'s' if k > 1 else ''} per student · "
+    + ("every student has their own secret place" if cur["secret_mode"] == "each" else "one secret place for all")
+    + " · errors are road distances · keep this page's address: it holds your lecturer key"
+)
+st.page_link("app_pages/lesson.py", label="Back to the Lesson", icon=":material/arrow_back:")
+left, right = st.columns([3, 2], gap="medium")
+
+with right:
+    join_url = _join_url()
+    qr = segno.make(join_url, error="m")
+    c1, c2 = st.columns([3, 2], vertical_alignment="center")
+    c1.html(
+        "<div style='font-size:0.9rem'>Scan the code, or open …/play and type</div>"
+        "<div style='font-size:3rem;font-weight:700;letter-spacing:0.08em;line-height:1.15;white-space:nowrap'>"
+        f"{html.escape(hv.code)}</div>"
+    )
+    c2.image(qr.svg_inline(scale=6, border=2), width="stretch", alt=f"QR code of the join link {join_url}")
+    st.caption(f"Join link: {join_url}")
+    if "localhost" in join_url or "127.0.0.1" in join_url:
+        st.caption(
+            f"Phones cannot reach *localhost*: start the dashboard with `--server.address` set to this computer's "
+            f"address on the room's network, or set {PUBLIC_URL_ENV} to the address students can open."
+        )
+
+
+LIVE_EVERY = POLL_S if cur["status"] == "open" else None
+
+
+def _now() -> rounds.HostView:
+    """The current state (re-read while the round is open); the whole page reruns when the round moves on."""
+    if cur["status"] != "open":
+        return hv
+    live = rounds.host_view(code, key)
+    if live.current["round"] != cur["round"] or live.current["status"] != cur["status"]:
+        st.rerun(scope="app")
+    return live
+
+
+@st.fragment(run_every=LIVE_EVERY)
+def _live_map() -> None:
+    """The map of the class's guesses (only this part of the page reruns while polling)."""
+    live = _now()
+    revealed = cur.get("n_guesses") is not None
+    segments, _ = maps.road_segments(net)
+    deck = game_maps.host_deck(
+        inst, segments, guesses=live.guesses, entries=live.entries if revealed else None, height_px=MAP_HEIGHT
+    )
+    st.pydeck_chart(deck, height=MAP_HEIGHT, key="host_map")
+    st.caption(
+        "Black: the class's guesses (bigger: more students)"
+        + (" · orange: where the reports were made · grey lines: each guess to its truth" if revealed else "")
+        + f"  \nMap data {net.attribution}"
+    )
+
+
+@st.fragment(run_every=LIVE_EVERY)
+def _live_counts() -> None:
+    """Players, guesses and their spread."""
+    live = rounds.host_view(code, key) if cur["status"] == "open" else hv
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Players", live.n_players)
+    m2.metric("Guesses", len(live.guesses))
+    m3.metric("Spread", fmt_m(_spread_m(live.guesses)), help="Median road distance from the central guess.")
+
+
+def _score(rnd, entries: list[dict]) -> tuple[list[dict], dict]:  # noqa: ANN001 (a Round)
+    matrix = _matrix({"mechanism": rnd.mechanism, "epsilon_per_km": rnd.epsilon_per_km, "options": rnd.options})
+    rng = np.random.default_rng(secrets.randbits(64))
+    return scoring.score_round(inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, rng=rng)
+
+
+def _act(action: str) -> None:
+    try:
+        if action == "reveal":
+            rounds.reveal(code, key, _score)
+        elif action == "close":
+            rounds.close_round(code, key)
+        elif action == "again":
+            eps = float(ss.host_next_eps)
+            spec = rounds.RoundSpec(
+                cur["mechanism"],
+                eps,
+                k,
+                cur["secret_mode"],
+                cur["shared_place"],
+                options=tuple(tuple(o) for o in (cur.get("options") or ())),
+            )
+            with st.spinner(f"Building {label} at ε = {eps:g}/km ..."):
+                if _matrix({"mechanism": cur["mechanism"], "epsilon_per_km": eps, "options": spec.options}) is None:
+                    raise rounds.GameError(f"{label} has no full matrix at ε = {eps:g}/km here: pick another ε.")
+            rounds.next_round(code, key, spec)
+        ss.pop("host_msg", None)
+    except rounds.GameError as exc:
+        ss.host_msg = str(exc)
+
+
+with left:
+    _live_map()
+with right:
+    _live_counts()
+with right:
+    if ss.get("host_msg"):
+        st.warning(ss.host_msg)
+    summary_shown = cur.get("n_guesses") is not None
+    if cur["status"] == "open":
+        b1, b2 = st.columns(2)
+        b1.button(
+            "Reveal", type="primary", icon=":material/visibility:", on_click=_act, args=("reveal",), width="stretch"
+        )
+        b2.button("End round", icon=":material/stop_circle:", on_click=_act, args=("close",), width="stretch")
+    if summary_shown:
+        s1, s2 = st.columns(2)
+        s1.metric("Class: mean error", fmt_m(cur.get("class_mean_m")))
+        s2.metric("Class: median", fmt_m(cur.get("class_median_m")))
+        s3, s4 = st.columns(2)
+        s3.metric(
+            "Bayes attacker (expected)",
+            fmt_m(cur.get("bayes_expected_m")),
+            help="The best attacker's expected error from the same secret places: it knows the mechanism and the "
+            "prior. " + ("Exact for one report." if cur.get("exact_expectation") else "Sampled report sequences."),
+        )
+        best = cur.get("best_player")
+        s4.metric("Best guess", fmt_m(cur.get("best_m")), help=f"Player {best}" if best else None)
+        st.caption(
+            f"On the class's very reports the Bayes attacker's mean error is {fmt_m(cur.get('bayes_mean_m'))} "
+            f"({cur.get('n_guesses')} of {cur.get('n_players')} students guessed)."
+        )
+    if cur["status"] != "open":
+        c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+        eps_options = [0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0]
+        default = min(eps_options, key=lambda e: abs(e - float(cur["epsilon_per_km"]) / 2))
+        c1.select_slider("Next ε (1/km)", eps_options, value=default, key="host_next_eps")
+        c2.button("Play again", type="primary", icon=":material/replay:", on_click=_act, args=("again",))
+
+# ---------------------------------------------------------------------------------------------
+# The rounds so far: the class's error against ε, and the table (CSV)
+done = [r for r in hv.rounds if r.get("n_guesses") is not None]
+if done:
+    st.markdown("##### Rounds so far")
+    table = pd.DataFrame(
+        {
+            "Round": [r["round"] for r in hv.rounds],
+            "Mechanism": [lesson.MECHANISMS.get(r["mechanism"], (r["mechanism"],))[0] for r in hv.rounds],
+            "ε (1/km)": [r["epsilon_per_km"] for r in hv.rounds],
+            "Reports": [r["n_reports"] for r in hv.rounds],
+            "Guesses": [r.get("n_guesses") for r in hv.rounds],
+            "Class mean (m)": [r.get("class_mean_m") for r in hv.rounds],
+            "Class median (m)": [r.get("class_median_m") for r in hv.rounds],
+            "Best (m)": [r.get("best_m") for r in hv.rounds],
+            "Bayes attacker (m)": [r.get("bayes_expected_m") for r in hv.rounds],
+        }
+    )
+    t1, t2 = st.columns([3, 2])
+    t1.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={c: st.column_config.NumberColumn(format="%.0f") for c in table.columns if "(m)" in c},
+    )
+    fig = go.Figure()
+    xs = [r["epsilon_per_km"] for r in done]
+    fig.add_scatter(
+        x=xs,
+        y=[r.get("class_median_m") for r in done],
+        mode="markers+lines",
+        name="Class (median)",
+        marker={"color": MECHANISM_COLORS.get("em", "#000"), "size": 10},
+    )
+    fig.add_scatter(
+        x=xs,
+        y=[r.get("bayes_expected_m") for r in done],
+        mode="markers+lines",
+        name="Bayes attacker",
+        marker={"color": MECHANISM_COLORS.get("laplace", "#555"), "size": 10, "symbol": "diamond"},
+    )
+    fig.update_layout(
+        height=260,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        xaxis_title="ε (1/km)",
+        yaxis_title="error (m)",
+        xaxis_type="log",
+        legend={"orientation": "h", "y": -0.35},
+    )
+    t2.plotly_chart(fig, key="host_rounds_chart")
+    st.download_button(
+        "Rounds as CSV",
+        rounds.export_csv(code, key),
+        file_name=f"class-rounds-{hv.code}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+    )

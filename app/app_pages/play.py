@@ -1,0 +1,178 @@
+"""A student's phone in a class round: "Where was this report made?".
+
+The join link (``/play?code=K7M2QX``) asks for one tap on *Join*; the page then keeps the student's token
+in its address (``&me=...``), so a reload keeps them in the round with no login. The report was sampled on
+the server; this page holds only the report, never the secret place, until the lecturer reveals.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import streamlit as st
+
+from app import game_maps, lesson, maps, state
+from app.analysis import fmt_m
+from app.game import rounds, scoring
+
+#: How often an open page asks whether the lecturer has revealed or started a new round, seconds.
+POLL_S = 3.0
+MAP_HEIGHT = 420
+
+ss = st.session_state
+# A minimal page: no sidebar, no navigation (a phone in a lecture hall).
+st.html(
+    "<style>[data-testid='stSidebar'], [data-testid='stExpandSidebarButton'] { display: none; }"
+    ".block-container { padding-top: 3.2rem; max-width: 760px; }</style>"
+)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _join_form(code: str) -> None:
+    st.markdown("### Where was this report made?")
+    st.caption("A class round of PAnDA Explorer: you get a report from a secret place and guess where it was made.")
+    with st.form("join"):
+        typed = st.text_input("Join code", value=code, max_chars=12, placeholder="K7M2QX")
+        joined = st.form_submit_button("Join", type="primary", icon=":material/login:")
+    if joined:
+        try:
+            token = rounds.join(typed)
+        except rounds.GameError as exc:
+            st.error(str(exc))
+            return
+        st.query_params.clear()
+        st.query_params.update({"code": rounds.normalize_code(typed), "me": token})
+        ss.pop("play_msg", None)
+        st.rerun()
+
+
+code = str(st.query_params.get("code", ""))[:64]
+me = str(st.query_params.get("me", ""))[:64]
+if not me:
+    _join_form(code)
+    st.stop()
+
+
+def _draw(view: list, rnd) -> tuple[int, list[int]]:  # noqa: ANN001 (a Round)
+    inst = state.instance(*view)
+    mech = state.baseline(tuple(view), rnd.mechanism, rnd.epsilon_per_km, tuple(tuple(o) for o in rnd.options))
+    if mech.matrix is None:
+        raise rounds.GameError("This round's mechanism has no report for you yet: ask the lecturer to start again.")
+    rng = np.random.default_rng(secrets.randbits(128))
+    return scoring.draw_entry(mech.matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
+
+
+try:
+    with st.spinner("Getting your report ..."):
+        pv = rounds.player_view(code, me, _draw)
+except rounds.GameError as exc:
+    st.error(str(exc))
+    st.query_params.pop("me", None)
+    st.link_button("Join with a code", "play", icon=":material/login:")
+    st.stop()
+except Exception as exc:  # noqa: BLE001 (never a traceback on a phone)
+    st.error(f"The round could not be loaded ({type(exc).__name__}). Reload the page in a moment.")
+    st.stop()
+
+inst = state.instance(*pv.view)
+net = state.network(pv.view[0])
+label = lesson.MECHANISMS.get(pv.mechanism, (pv.mechanism,))[0]
+k = pv.n_reports
+st.markdown(f"### Round {pv.round_number}: where was {'this report' if k == 1 else 'this place'} made?")
+st.caption(
+    f"You are player {pv.player_number} · {label} at ε = {pv.epsilon_per_km:g}/km · "
+    f"{k} report{'s' if k > 1 else ''} from one secret place · errors are road distances"
+)
+
+
+def _tapped() -> None:
+    sel = (ss.get("play_map") or {}).get("selection") or {}
+    for obj in (sel.get("objects") or {}).get(game_maps.PLACES) or []:
+        x = obj.get("x") if isinstance(obj, dict) else None
+        if isinstance(x, int) and not isinstance(x, bool):
+            try:
+                ss.play_msg = ("ok", rounds.guess(code, me, x))
+            except rounds.GameError as exc:
+                ss.play_msg = ("no", str(exc))
+            return
+    ss.play_msg = ("no", "That is off the map: tap one of the places (the small dots on the roads).")
+
+
+if pv.waiting:
+    st.info(
+        f"Round {pv.round_number} ended before you joined. Keep this page open: the next round starts here.",
+        icon=":material/hourglass_top:",
+    )
+elif pv.secret is None and pv.status == "open":
+    st.markdown(
+        f"The white dot{'s are' if k > 1 else ' is'} what a phone reported. **Tap the place where you think "
+        f"{'they were' if k > 1 else 'it was'} made.** You can change your guess until the lecturer reveals."
+    )
+    kind, text = ss.get("play_msg") or ("", "")
+    if kind == "ok":
+        st.success(text, icon=":material/check_circle:")
+    elif kind == "no":
+        st.warning(text)
+    elif pv.guess is not None:
+        st.success(f"Your guess is saved: place {pv.guess}.", icon=":material/check_circle:")
+elif pv.secret is not None:
+    st.markdown(f"**Revealed.** The report{'s were' if k > 1 else ' was'} made at the orange place.")
+    mine = fmt_m(pv.error_m) if pv.error_m is not None else "no guess"
+    rank = f"{_ordinal(pv.rank)} of {pv.n_ranked}" if pv.rank else "—"
+    # One line of three numbers (metrics would stack on a phone and push the map below the fold).
+    st.html(
+        "<div class='play-score' style='display:flex;gap:1.2rem;flex-wrap:wrap;font-size:0.95rem'>"
+        f"<div>Your error<br><b style='font-size:1.5rem'>{mine}</b></div>"
+        f"<div>Bayes attacker<br><b style='font-size:1.5rem'>{fmt_m(pv.bayes_error_m)}</b></div>"
+        f"<div>Your rank<br><b style='font-size:1.5rem'>{rank}</b></div></div>"
+    )
+    summary = pv.summary or {}
+    beat = pv.error_m is not None and pv.bayes_error_m is not None and pv.error_m < pv.bayes_error_m
+    st.caption(
+        f"The class's median error: {fmt_m(summary.get('class_median_m'))}. The Bayes attacker (blue) knows the "
+        "mechanism and where people go, and on average is closer than any other guesser"
+        + (": you beat it this time, by luck or by insight." if beat else ".")
+    )
+else:
+    st.info(f"The lecturer closed round {pv.round_number}. Keep this page open for the next round.")
+
+if not pv.waiting:
+    segments, _ = maps.road_segments(net)
+    deck = game_maps.student_deck(
+        inst,
+        segments,
+        reports=pv.reports,
+        guess=pv.guess,
+        secret=pv.secret,
+        bayes_place=pv.bayes_place,
+        height_px=MAP_HEIGHT,
+    )
+    open_round = pv.status == "open" and pv.secret is None
+    st.pydeck_chart(
+        deck,
+        height=MAP_HEIGHT,
+        key="play_map",
+        on_select=_tapped if open_round else "ignore",
+        selection_mode="single-object",
+    )
+    st.caption(f"White: your report{'s' if k > 1 else ''} · black: your guess · Map data {net.attribution}")
+
+
+@st.fragment(run_every=POLL_S)
+def _watch(seen: tuple[int, str]) -> None:
+    """Reload the page when the lecturer reveals, closes or starts the next round."""
+    try:
+        now = rounds.status(code)
+    except rounds.GameError:
+        return
+    if now != seen:
+        ss.pop("play_msg", None)
+        st.rerun(scope="app")
+
+
+_watch((pv.round_number, pv.status))
