@@ -1,0 +1,351 @@
+"""The class round against a real database: SQLite (a file) and PostgreSQL (Debian's server, started here).
+
+Rules (codes, tokens, reveal, close, late join, off-map and double guesses, expiry, cleanup), a round played
+with real mechanisms and scored against brute force, guesses racing the reveal on several threads, the CSV
+export, and the Alembic migration matching the models.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import math
+import threading
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from pg_fixture import pg_url  # noqa: F401 (fixture)
+from sqlalchemy import select, update
+
+import panda
+from app.game import rounds, scoring, store
+from app.game.models import Base, Entry, Game, Round
+from panda.mechanisms import BASELINES
+from panda.repeated import posterior_after
+
+VIEW = ["city:kotka", 60, 30, 30, 0, "road", 1, "uniform"]
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A real instance (Kotka, 60 places, 30 outputs) and EM's matrix at 3/km."""
+    inst = panda.make_instance(panda.load_city("kotka"), n_records=60, n_outputs=30, n_users=30, loss="road", seed=0)
+    return inst, BASELINES["em"](inst, 3.0).matrix
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        u = f"sqlite:///{tmp_path / 'class.db'}"
+    else:
+        u = request.getfixturevalue("pg_url")
+    yield u
+    store.dispose(u)
+
+
+def _draw(small, seed=0):
+    inst, matrix = small
+    rng = np.random.default_rng(seed)
+    return lambda view, rnd: scoring.draw_entry(matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
+
+
+def _score(small, seed=0):
+    inst, matrix = small
+    rng = np.random.default_rng(seed)
+    return lambda rnd, entries: scoring.score_round(
+        inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, rng=rng
+    )
+
+
+def _error(fn, *args, **kwargs) -> str:
+    with pytest.raises(rounds.GameError) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+# --- codes and tokens ---
+
+
+def test_join_codes_are_random_over_an_unambiguous_alphabet():
+    codes = [rounds.new_code() for _ in range(2000)]
+    assert all(len(c) == rounds.CODE_LENGTH and set(c) <= set(rounds.CODE_ALPHABET) for c in codes)
+    assert not set("01OIL") & set(rounds.CODE_ALPHABET)
+    assert len(set(codes)) == len(codes)
+    # Consecutive codes share a character at a position about 1/31 of the time, as independent draws do
+    # (a counter or a clock would share far more).
+    same = sum(a[i] == b[i] for a, b in itertools.pairwise(codes) for i in range(rounds.CODE_LENGTH))
+    rate = same / ((len(codes) - 1) * rounds.CODE_LENGTH)
+    assert abs(rate - 1 / len(rounds.CODE_ALPHABET)) < 0.015
+    # Every character of the alphabet turns up at every position.
+    for i in range(rounds.CODE_LENGTH):
+        assert {c[i] for c in codes} == set(rounds.CODE_ALPHABET)
+
+
+@pytest.mark.parametrize(
+    "typed, expected",
+    [(" k7m-2qx ", "K7M2QX"), ("abcdef", "ABCDEF")],
+)
+def test_a_typed_code_is_normalised(typed, expected):
+    assert rounds.normalize_code(typed) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "ABC", "ABCDEFG", "ABCDE0", "[x](https://e.invalid)", "<img src=x>", "x" * 10_000])
+def test_a_bad_code_is_a_sentence_that_echoes_no_markup(bad):
+    message = _error(rounds.normalize_code, bad)
+    assert "is not a join code" in message
+    assert not set("[]()<>:/") & set(message.split("”")[0])
+    assert len(message) < 120
+
+
+def test_tokens_are_stored_only_as_hashes(small, url):
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    token = rounds.join(code, url=url)
+    with store.session(url, read=True) as s:
+        game = s.scalars(select(Game).where(Game.code == code)).one()
+        dumped = repr(game.__dict__) + repr([p.__dict__ for p in game.players])
+    assert key not in dumped and token not in dumped
+    assert game.host_token_sha256 != key and len(game.host_token_sha256) == 64
+
+
+# --- a whole round ---
+
+
+def test_a_round_played_and_scored_against_brute_force(small, url):
+    inst, matrix = small
+    d = inst.d_km * 1000.0
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0, 1, "each"), url=url)
+    tokens = [rounds.join(code, url=url) for _ in range(6)]
+    views = [rounds.player_view(code, t, _draw(small, i), url=url) for i, t in enumerate(tokens)]
+    assert [v.player_number for v in views] == [1, 2, 3, 4, 5, 6]
+    assert all(v.secret is None and v.error_m is None and len(v.reports) == 1 for v in views)
+    guesses = [3, 17, 17, 40, 59]  # the sixth student does not guess
+    for t, g in zip(tokens, guesses, strict=False):
+        assert rounds.guess(code, t, g, url=url).startswith("Guess saved: place")
+    live = rounds.host_view(code, key, url=url)
+    assert sorted(live.guesses) == sorted(guesses) and live.n_players == 6
+    assert all("secret" not in e for e in live.entries)  # nothing secret on the lecturer's screen before the reveal
+
+    summary = rounds.reveal(code, key, _score(small), url=url)
+
+    with store.session(url, read=True) as s:
+        entries = list(s.scalars(select(Entry).order_by(Entry.id).where(Entry.round.has(Round.game.has(code=code)))))
+    assert len(entries) == 6
+    errors = []
+    for e, g in zip(entries, [*guesses, None], strict=True):
+        post = posterior_after(inst.prior, matrix, e.reports)
+        brute = min(range(inst.n_records), key=lambda x: sum(post[y] * d[y, x] for y in range(inst.n_records)))
+        assert e.bayes_place == brute
+        assert e.bayes_error_m == pytest.approx(d[brute, e.secret_place])
+        if g is None:
+            assert e.error_m is None and e.rank is None
+        else:
+            assert e.guess_place == g
+            assert e.error_m == pytest.approx(d[g, e.secret_place])
+            errors.append(e.error_m)
+    ranks = [e.rank for e in entries[:5]]
+    assert ranks == [1 + sum(f < x for f in errors) for x in errors]
+    assert summary["n_players"] == 6 and summary["n_guesses"] == 5
+    assert summary["class_mean_m"] == pytest.approx(np.mean(errors))
+    assert summary["class_median_m"] == pytest.approx(np.median(errors))
+    assert summary["best_m"] == pytest.approx(min(errors))
+    assert summary["bayes_mean_m"] == pytest.approx(np.mean([e.bayes_error_m for e in entries]))
+    # Exact expected error of the Bayes attacker from each secret place (one report): a sum over outputs.
+    expected = []
+    for e in entries:
+        total = 0.0
+        for y in range(matrix.shape[1]):
+            if matrix[e.secret_place, y] > 0:
+                post = posterior_after(inst.prior, matrix, [y])
+                g = int(np.argmin(post @ d))
+                total += matrix[e.secret_place, y] * d[g, e.secret_place]
+        expected.append(total)
+    assert summary["bayes_expected_m"] == pytest.approx(np.mean(expected))
+
+    # What a student sees after the reveal: the truth, their error, the attacker's, their rank.
+    after = rounds.player_view(code, tokens[0], _draw(small), url=url)
+    assert after.secret == entries[0].secret_place
+    assert after.error_m == pytest.approx(entries[0].error_m)
+    assert after.rank == entries[0].rank and after.n_ranked == 5
+    assert after.reports == views[0].reports  # a reload keeps the same report
+
+
+def test_the_rules_each_give_a_plain_sentence(small, url):
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    alice = rounds.join(code, url=url)
+    rounds.player_view(code, alice, _draw(small), url=url)
+    assert "off the map" in _error(rounds.guess, code, alice, 60, url=url)
+    assert "off the map" in _error(rounds.guess, code, alice, -1, url=url)
+    assert "off the map" in _error(rounds.guess, code, alice, "3", url=url)
+    assert "off the map" in _error(rounds.guess, code, alice, True, url=url)
+    assert rounds.guess(code, alice, 5, url=url).startswith("Guess saved")
+    assert rounds.guess(code, alice, 5, url=url) == "Already saved: your guess is place 5."  # a double submit
+    assert rounds.guess(code, alice, 6, url=url).startswith("Guess changed: place 6")
+    assert "not a player" in _error(rounds.guess, code, "forged-token", 5, url=url)
+    assert "no round with the code" in _error(rounds.join, "ZZZZZZ", url=url)
+    # Only the lecturer's key reveals or closes; a student's token is not one.
+    for bad in ("", alice, key + "x", None):
+        assert "Only the lecturer" in _error(rounds.reveal, code, bad, _score(small), url=url)
+        assert "Only the lecturer" in _error(rounds.close_round, code, bad, url=url)
+        assert "Only the lecturer" in _error(rounds.host_view, code, bad, url=url)
+    # A student arriving late joins and plays.
+    bob = rounds.join(code, url=url)
+    assert rounds.player_view(code, bob, _draw(small), url=url).reports
+    rounds.reveal(code, key, _score(small), url=url)
+    assert "revealed" in _error(rounds.guess, code, alice, 7, url=url)
+    assert "already revealed" in _error(rounds.reveal, code, key, _score(small), url=url)
+    # Joining after the reveal: in, but waiting for the next round.
+    carol = rounds.join(code, url=url)
+    assert rounds.player_view(code, carol, _draw(small), url=url).waiting
+    rounds.close_round(code, key, url=url)
+    assert "closed" in _error(rounds.guess, code, alice, 7, url=url)
+    assert "closed" in _error(rounds.join, code, url=url)
+    # The next round: everyone (Carol included) gets a fresh report; a round not revealed is closed by "next".
+    assert rounds.next_round(code, key, rounds.RoundSpec("em", 1.0, 3, "shared", 11), url=url) == 2
+    for t in (alice, carol):
+        v = rounds.player_view(code, t, _draw(small), url=url)
+        assert v.round_number == 2 and len(v.reports) == 3 and v.secret is None
+    assert rounds.next_round(code, key, rounds.RoundSpec("em", 2.0), url=url) == 3
+    assert rounds.host_view(code, key, url=url).rounds[1]["status"] == "closed"
+
+
+def test_the_shared_secret_is_the_lecturers_place(small, url):
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0, 2, "shared", 42), url=url)
+    tokens = [rounds.join(code, url=url) for _ in range(3)]
+    for t in tokens:
+        rounds.player_view(code, t, _draw(small), url=url)
+        rounds.guess(code, t, 42, url=url)
+    rounds.reveal(code, key, _score(small), url=url)
+    views = [rounds.player_view(code, t, _draw(small), url=url) for t in tokens]
+    assert {v.secret for v in views} == {42}
+    assert all(v.error_m == 0.0 and v.rank == 1 for v in views)  # a perfect guess, tied first
+
+
+def test_old_games_expire_and_are_cleaned_up(small, url):
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    with store.session(url) as s:
+        born = s.scalars(select(Game.created_at).where(Game.code == code)).one()
+        s.execute(update(Game).where(Game.code == code).values(created_at=born - timedelta(hours=25)))
+    assert "expired" in _error(rounds.join, code, url=url)
+    assert "expired" in _error(rounds.host_view, code, key, url=url)
+    rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)  # opening a game cleans up
+    with store.session(url, read=True) as s:
+        assert s.scalars(select(Game).where(Game.code == code)).one_or_none() is None
+
+
+def test_no_guess_is_lost_or_taken_after_the_reveal(small, url):
+    """20 students guess on their own threads while the lecturer reveals: every guess is either stored before
+    the reveal (and scored) or refused with the reveal's sentence; none is stored after it."""
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    tokens = [rounds.join(code, url=url) for _ in range(20)]
+    for t in tokens:
+        rounds.player_view(code, t, _draw(small), url=url)
+    outcome: dict[str, str] = {}
+    start = threading.Barrier(21)
+
+    def student(i: int, t: str) -> None:
+        start.wait()
+        try:
+            outcome[t] = rounds.guess(code, t, i, url=url)
+        except rounds.GameError as exc:
+            outcome[t] = "refused: " + str(exc)
+
+    threads = [threading.Thread(target=student, args=(i, t)) for i, t in enumerate(tokens)]
+    for th in threads:
+        th.start()
+    start.wait()
+    rounds.reveal(code, key, _score(small), url=url)
+    for th in threads:
+        th.join()
+    with store.session(url, read=True) as s:
+        rnd = s.scalars(select(Round).where(Round.game.has(code=code))).one()
+        entries = list(s.scalars(select(Entry).where(Entry.round_id == rnd.id)))
+        stored = {e.guess_place for e in entries} - {None}
+        assert all((e.error_m is None) == (e.guess_place is None) for e in entries)  # every stored guess scored
+    saved = {i for i, t in enumerate(tokens) if outcome[t].startswith("Guess saved")}
+    refused = {i for i, t in enumerate(tokens) if "revealed" in outcome[t]}
+    assert saved | refused == set(range(20)) and not saved & refused
+    assert stored == saved  # stored before the reveal, so scored; nothing slipped in after
+    assert rnd.summary["n_guesses"] == len(saved)
+
+
+def test_many_phones_join_at_once_with_distinct_numbers(url):
+    code, _ = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    tokens: list[str] = []
+    lock = threading.Lock()
+
+    def phone() -> None:
+        t = rounds.join(code, url=url)
+        with lock:
+            tokens.append(t)
+
+    threads = [threading.Thread(target=phone) for _ in range(16)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(set(tokens)) == 16
+    with store.session(url, read=True) as s:
+        game = s.scalars(select(Game).where(Game.code == code)).one()
+        assert sorted(p.number for p in game.players) == list(range(1, 17))
+
+
+def test_the_rounds_export_as_csv(small, url):
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    t = rounds.join(code, url=url)
+    for n, eps in enumerate((3.0, 1.0, 0.5)):
+        if n:
+            rounds.next_round(code, key, rounds.RoundSpec("em", eps), url=url)
+        rounds.player_view(code, t, _draw(small), url=url)
+        rounds.guess(code, t, 10, url=url)
+        rounds.reveal(code, key, _score(small), url=url)
+    rows = list(csv.DictReader(io.StringIO(rounds.export_csv(code, key, url=url))))
+    assert [float(r["epsilon_per_km"]) for r in rows] == [3.0, 1.0, 0.5]
+    assert all(r["n_guesses"] == "1" and float(r["class_mean_m"]) >= 0 for r in rows)
+    table = rounds.host_view(code, key, url=url).rounds
+    assert [float(r["class_mean_m"]) for r in rows] == pytest.approx([r["class_mean_m"] for r in table])
+
+
+def test_the_migration_matches_the_models(url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    eng = store.engine(url)
+    with eng.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+# --- scoring, without a database ---
+
+
+def test_competition_ranks():
+    assert scoring.competition_ranks([30.0, 10.0, None, 10.0, 50.0]) == [3, 1, None, 1, 4]
+    assert scoring.competition_ranks([]) == []
+
+
+def test_the_expected_error_after_k_reports_converges_to_the_exact_one(small):
+    inst, matrix = small
+    d = inst.d_km * 1000.0
+    exact = scoring.expected_bayes_error_m(inst.prior, matrix, 7, 1, d, rng=np.random.default_rng(0))
+    # k = 1 by sampling (the k > 1 code path given one report) agrees with the exact sum within 3 standard errors.
+    rng = np.random.default_rng(1)
+    row = matrix[7]
+    seqs = rng.choice(row.size, size=4000, p=row / row.sum())
+    errs = [d[int(np.argmin(posterior_after(inst.prior, matrix, [y]) @ d)), 7] for y in seqs]
+    assert abs(np.mean(errs) - exact) < 3 * np.std(errs) / math.sqrt(len(errs)) + 1e-9
+    # More reports: the attacker gets closer (on average), as the Lesson's k-reports chart shows.
+    k5 = scoring.expected_bayes_error_m(inst.prior, matrix, 7, 5, d, rng=np.random.default_rng(2), n_sequences=400)
+    assert k5 < exact
+
+
+def test_draw_entry_uses_the_lecturers_place_or_the_prior(small):
+    inst, matrix = small
+    rng = np.random.default_rng(0)
+    secret, reports = scoring.draw_entry(matrix, inst.prior, 4, 9, rng=rng)
+    assert secret == 9 and len(reports) == 4 and all(matrix[9, j] > 0 for j in reports)
+    prior = np.zeros(inst.n_records)
+    prior[[2, 5]] = 0.5
+    secrets_ = {scoring.draw_entry(matrix, prior, 1, None, rng=rng)[0] for _ in range(50)}
+    assert secrets_ == {2, 5}
