@@ -475,10 +475,11 @@ else:
 m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_help)
 
 
-def _start_round(mode: str) -> None:
+def _start_round() -> None:
     """Open a class round on this view (the lecturer's page then shows the join code)."""
     from app.game import rounds
 
+    mode = "shared" if ss.get("lesson_round_secret") == "shared" else "each"
     k = int(ss.get("lesson_k") or 1)
     spec = rounds.RoundSpec(mech_key, eps, k, mode, pa if mode == "shared" else None, options=_options(mech_key))
     try:
@@ -494,7 +495,7 @@ if presenting:
         if rows.matrix is None:
             st.caption("A class round needs a mechanism with a report for every place: pick another mechanism.")
         else:
-            secret = st.radio(
+            st.radio(
                 "Secret place",
                 ["each", "shared"],
                 format_func={"each": "Each student gets their own", "shared": "Place A, for everyone"}.get,
@@ -506,7 +507,10 @@ if presenting:
                 "student (*k reports* sets k)."
             )
             st.button(
-                "Start a round", type="primary", icon=":material/play_arrow:", on_click=_start_round, args=(secret,)
+                "Start a round",
+                type="primary",
+                icon=":material/play_arrow:",
+                on_click=_start_round,
             )
         if ss.get("lesson_round_problem"):
             st.warning(ss.pop("lesson_round_problem"))
