@@ -98,20 +98,23 @@ left, right = st.columns([3, 2], gap="medium")
 
 with right:
     join_url = _join_url()
-    qr = segno.make(join_url, error="m")
-    c1, c2 = st.columns([3, 2], vertical_alignment="center")
-    c1.html(
-        "<div style='font-size:0.9rem'>Scan the code, or open …/play and type</div>"
-        "<div style='font-size:3rem;font-weight:700;letter-spacing:0.08em;line-height:1.15;white-space:nowrap'>"
-        f"{html.escape(hv.code)}</div>"
-    )
-    c2.image(qr.svg_inline(scale=6, border=2), width="stretch", alt=f"QR code of the join link {join_url}")
-    st.caption(f"Join link: {join_url}")
-    if "localhost" in join_url or "127.0.0.1" in join_url:
-        st.caption(
-            f"Phones cannot reach *localhost*: start the dashboard with `--server.address` set to this computer's "
-            f"address on the room's network, or set {PUBLIC_URL_ENV} to the address students can open."
+    if cur["status"] == "open":
+        qr = segno.make(join_url, error="m")
+        c1, c2 = st.columns([3, 2], vertical_alignment="center")
+        c1.html(
+            "<div style='font-size:0.9rem'>Scan the code, or open …/play and type</div>"
+            "<div style='font-size:3rem;font-weight:700;letter-spacing:0.08em;line-height:1.15;white-space:nowrap'>"
+            f"{html.escape(hv.code)}</div>"
         )
+        c2.image(qr.svg_inline(scale=6, border=2), width="stretch", alt=f"QR code of the join link {join_url}")
+        st.caption(f"Join link: {join_url}")
+        if "localhost" in join_url or "127.0.0.1" in join_url:
+            st.caption(
+                "Phones cannot reach *localhost*: serve the dashboard on this computer's address on the room's "
+                f"network (README: *Play a round in class*), or set {PUBLIC_URL_ENV} to the address students open."
+            )
+    else:  # the results need the room on the projector: the join card shrinks to one line
+        st.caption(f"Join code **{html.escape(hv.code)}** · {join_url}")
 
 
 LIVE_EVERY = POLL_S if cur["status"] == "open" else None
