@@ -42,7 +42,7 @@ def _places(instance: panda.Instance, *, radius_px: float, pickable: bool) -> pd
     )
 
 
-def _markers(data: list[dict], layer_id: str, radius_px: float = 9) -> pdk.Layer:
+def _markers(data: list[dict], layer_id: str, radius_px: float = 9, *, pickable: bool = True) -> pdk.Layer:
     return pdk.Layer(
         "ScatterplotLayer",
         data=data,
@@ -54,7 +54,7 @@ def _markers(data: list[dict], layer_id: str, radius_px: float = 9) -> pdk.Layer
         stroked=True,
         get_line_color="l",
         line_width_min_pixels=3,
-        pickable=True,
+        pickable=pickable,
     )
 
 
@@ -96,7 +96,8 @@ def student_deck(
         marks.append({"p": _pos(instance, secret), "c": A_COLOR, "l": REPORT_FILL, "tooltip": "Where it was made"})
         if guess is not None:
             layers.append(_line([(guess, secret)], instance))
-    layers.append(_markers(marks, "marks", radius_px=10))
+    # Not pickable while the round is open: a tap on the guess or a report reaches the place under it.
+    layers.append(_markers(marks, "marks", radius_px=10, pickable=revealed))
     return _deck(layers, instance, width_px, height_px)
 
 

@@ -12,8 +12,8 @@ Two more rounds at other epsilons (two students each) fill the rounds table and 
 No traceback text, no console error (beyond Streamlit's two base-path probes of /play). Screenshots:
 test-artifacts/game-*.png.
 
-Two app bugs found on the way have their own strict xfail tests (they pass, and so fail here, once fixed): a
-second tap on one's own guess never says "Already saved", and in a new round a tap on last round's place is lost.
+Two more tests pin bugs this test found: a second tap on one's own guess says "Already saved" (the map
+deselects a re-tapped place), and in a new round a tap on last round's place is taken (a new chart per round).
 """
 
 from __future__ import annotations
@@ -464,6 +464,7 @@ def test_a_class_round_from_the_lecturer_to_five_phones(game_server, browser):  
                 again = _db_round(db_url, code)["entries"][number]
                 assert (again["guess"], again["n_guesses"]) == (phone.guess, 1), (text, again)
                 double_tap_message = text
+                assert f"Already saved: your guess is place {phone.guess}." in text, text
             if phone.n == 3:  # this student changes their mind
                 y = _pick_place(inst, _canvas_box(phone.page), [*reports, phone.guess], taken)
                 taken.add(_guess(phone, inst, y, "Guess changed"))
@@ -516,7 +517,7 @@ def test_a_class_round_from_the_lecturer_to_five_phones(game_server, browser):  
             epsilons.append(eps)
             rnd = _db_round(db_url, code)
             assert rnd["number"] == number and rnd["epsilon_per_km"] == eps
-            # Not last round's place: a tap there in a new round is lost (an app bug, the xfail test below).
+            # Not last round's place (test_a_new_round_takes_a_tap_on_last_rounds_place covers that tap).
             taken = {phone.guess for phone in phones}
             for phone in phones:
                 _wait_round(phone, number)
@@ -543,7 +544,7 @@ def test_a_class_round_from_the_lecturer_to_five_phones(game_server, browser):  
         assert [int(r["Round"]) for r in shown] == [1, 2, 3], shown
         assert [float(r["ε (1/km)"]) for r in shown] == epsilons, shown
         assert [int(r["Guesses"]) for r in shown] == [N_STUDENTS, 2, 2], shown
-        assert float(shown[0]["Class mean (m)"]) == pytest.approx(first["mean_m"], rel=1e-9)
+        assert float(shown[0]["Mean (m)"]) == pytest.approx(first["mean_m"], rel=1e-9)
         host.get_by_role("button", name="Rounds as CSV").scroll_into_view_if_needed()
         with host.expect_download() as dl:
             host.get_by_role("button", name="Rounds as CSV").click()
@@ -572,13 +573,6 @@ def test_a_class_round_from_the_lecturer_to_five_phones(game_server, browser):  
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="app bug: a second tap on one's own guess hits the pickable guess marker drawn over the place (and "
-    "Streamlit's single-object selection toggles a re-tapped object off), so the page says 'That is off the map' "
-    "and rounds.guess's 'Already saved' is never reached from the map",
-)
 def test_tapping_the_same_place_twice_says_already_saved(game_server, browser):  # noqa: F811
     from app.game import rounds
 
@@ -603,12 +597,6 @@ def test_tapping_the_same_place_twice_says_already_saved(game_server, browser): 
         phone.context.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="app bug: the map's selection (key play_map) outlives the round, so in the next round a tap on the place "
-    "guessed last round is no change of the widget: no on_select callback, no guess stored, no message",
-)
 def test_a_new_round_takes_a_tap_on_last_rounds_place(game_server, browser):  # noqa: F811
     from app.game import rounds, scoring
     from panda.mechanisms import BASELINES

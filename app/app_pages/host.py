@@ -236,12 +236,12 @@ if done:
             "Round": [r["round"] for r in hv.rounds],
             "Mechanism": [lesson.MECHANISMS.get(r["mechanism"], (r["mechanism"],))[0] for r in hv.rounds],
             "ε (1/km)": [r["epsilon_per_km"] for r in hv.rounds],
-            "Reports": [r["n_reports"] for r in hv.rounds],
+            "k": [r["n_reports"] for r in hv.rounds],
             "Guesses": [r.get("n_guesses") for r in hv.rounds],
-            "Class mean (m)": [r.get("class_mean_m") for r in hv.rounds],
-            "Class median (m)": [r.get("class_median_m") for r in hv.rounds],
+            "Mean (m)": [r.get("class_mean_m") for r in hv.rounds],
+            "Median (m)": [r.get("class_median_m") for r in hv.rounds],
             "Best (m)": [r.get("best_m") for r in hv.rounds],
-            "Bayes attacker (m)": [r.get("bayes_expected_m") for r in hv.rounds],
+            "Bayes (m)": [r.get("bayes_expected_m") for r in hv.rounds],
         }
     )
     t1, t2 = st.columns([3, 2])
@@ -252,6 +252,7 @@ if done:
         column_config={c: st.column_config.NumberColumn(format="%.0f") for c in table.columns if "(m)" in c},
     )
     fig = go.Figure()
+    done = sorted(done, key=lambda r: r["epsilon_per_km"])  # a line along ε, whatever order the rounds came in
     xs = [r["epsilon_per_km"] for r in done]
     fig.add_scatter(
         x=xs,

@@ -90,8 +90,11 @@ st.caption(
 )
 
 
+MAP_KEY = f"play_map_{pv.round_number}"  # a new chart per round: last round's selection does not carry over
+
+
 def _tapped() -> None:
-    sel = (ss.get("play_map") or {}).get("selection") or {}
+    sel = (ss.get(MAP_KEY) or {}).get("selection") or {}
     for obj in (sel.get("objects") or {}).get(game_maps.PLACES) or []:
         x = obj.get("x") if isinstance(obj, dict) else None
         if isinstance(x, int) and not isinstance(x, bool):
@@ -100,7 +103,12 @@ def _tapped() -> None:
             except rounds.GameError as exc:
                 ss.play_msg = ("no", str(exc))
             return
-    ss.play_msg = ("no", "That is off the map: tap one of the places (the small dots on the roads).")
+    # No place in the selection: a tap on empty map, or a second tap on the chosen place (which the map
+    # deselects). The guess stands.
+    if pv.guess is not None:
+        ss.play_msg = ("ok", f"Already saved: your guess is place {pv.guess}. Tap another place to change it.")
+    else:
+        ss.play_msg = ("no", "That is off the map: tap one of the places (the small dots on the roads).")
 
 
 if pv.waiting:
@@ -156,7 +164,7 @@ if not pv.waiting:
     st.pydeck_chart(
         deck,
         height=MAP_HEIGHT,
-        key="play_map",
+        key=MAP_KEY,
         on_select=_tapped if open_round else "ignore",
         selection_mode="single-object",
     )
