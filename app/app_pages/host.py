@@ -277,6 +277,10 @@ if done:
         legend={"orientation": "h", "y": -0.35},
     )
     t2.plotly_chart(fig, key="host_rounds_chart")
+    st.caption(
+        "Mean, median, best: the class's errors; Bayes: the Bayes attacker's expected error from the same secret "
+        "places (road distances, metres). Smaller ε: more privacy, so everyone's error grows."
+    )
     st.download_button(
         "Rounds as CSV",
         rounds.export_csv(code, key),
