@@ -147,7 +147,6 @@ def test_a_whole_lesson_in_chromium(server, browser, default_instance):  # noqa:
         # 2. Pick a place by clicking the map canvas.
         a0 = int(_selected(page, "Place A").split()[-1])
         target = _visible_place(box, inst, a0)
-        before = _metric(page, "Error at A")
         t1 = time.perf_counter()
         page.mouse.click(*_place_px(box, inst, target))
         page.wait_for_function(

@@ -33,13 +33,19 @@ from panda.network import _rome_dir
 EPS = 5.0  # 1/km, the paper's default
 
 
-def assert_solved(result):
-    """Like scipy's _assert_success: a failure shows the status and details."""
+def assert_solved(result, instance):
+    """Like scipy's _assert_success: a failure shows the status and details.
+
+    The reported loss is checked against its definition, computed here from the matrix: the prior-weighted
+    expected cost ``sum_x prior[x] sum_y cost[x, y] P[y | x]`` (finite, so never nan).
+    """
     assert result.solved, f"{result.name}: {result.status} {result.details}"
     p = result.matrix
-    assert p.shape[1] > 0 and np.isfinite(p).all() and (p >= 0).all()
+    assert p.shape == (instance.n_records, instance.n_outputs)
+    assert np.isfinite(p).all() and (p >= 0).all()
     np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-12)
-    assert result.loss_m == pytest.approx(result.loss_m)  # not nan
+    by_definition = float((instance.prior[:, None] * instance.cost_m * p).sum())
+    assert result.loss_m == pytest.approx(by_definition, rel=1e-9), result.name
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +97,7 @@ def test_registry_names():
 )
 def test_every_matrix_is_row_stochastic(built, small, name):
     result = built[name]
-    assert_solved(result)
+    assert_solved(result, small)
     assert result.matrix.shape == (small.n_records, small.n_outputs)
     assert result.epsilon_per_km == EPS
     assert result.loss_m == pytest.approx(expected_loss_m(small, result.matrix))
@@ -120,7 +126,7 @@ def test_lp_is_optimal_among_mdp_mechanisms(built, small):
 def test_lp_reports_its_reduction(small):
     # At eps = 15/km pairs farther than ln(1e6)/15 = 0.92 km are implied by the floor.
     result = build_lp(small, 15.0)
-    assert_solved(result)
+    assert_solved(result, small)
     info = result.details
     assert info["n_pairs_implied"] > 0
     expected_kept = int(((15.0 * small.d_km < np.log(1e6)) & ~np.eye(small.n_records, dtype=bool)).sum())
@@ -130,7 +136,7 @@ def test_lp_reports_its_reduction(small):
 
 def test_lp_without_floor_matches(small, built):
     exact = build_lp(small, EPS, eta=0.0, solver="simplex")
-    assert_solved(exact)
+    assert_solved(exact, small)
     assert exact.details["n_pairs"] == exact.details["n_pairs_total"]
     assert exact.loss_m <= built["lp"].loss_m + 1e-6
     assert built["lp"].loss_m - exact.loss_m <= built["lp"].details["cost_bound_m"] + 1e-9
@@ -238,7 +244,7 @@ def test_lp_ca_violations_are_found_where_they_exist(built, small):
 
 def test_lp_ca_artifact_settings(small):
     result = build_lp_ca(small, EPS, grid=10, exponent_scale=0.1)
-    assert_solved(result)
+    assert_solved(result, small)
     assert result.details["grid"] == 10 and result.details["exponent_scale"] == 0.1
     assert result.details["n_cells"] <= 100
     # A tenth of the budget between representatives (a much flatter, costlier mechanism).
@@ -251,7 +257,7 @@ def test_lp_em_never_worse_than_em_and_all_candidates_is_the_lp(built, small):
     assert built["lp-em"].loss_m <= built["em"].loss_m + 1e-9
     assert built["lp"].loss_m <= built["lp-em"].loss_m + built["lp"].details["cost_bound_m"] + 1e-9
     everyone = build_lp_em(small, EPS, n_candidates=small.n_records)
-    assert_solved(everyone)
+    assert_solved(everyone, small)
     # No tail left: the LP over all of X (without a floor).
     assert everyone.loss_m == pytest.approx(built["lp"].loss_m, abs=built["lp"].details["cost_bound_m"] + 1e-6)
     assert audit_mechanism(everyone.matrix, small.d_km, EPS).passed
@@ -260,17 +266,17 @@ def test_lp_em_never_worse_than_em_and_all_candidates_is_the_lp(built, small):
 def test_lp_em_is_sound_at_large_epsilon(small):
     # Coefficients span e^{+-eps d}: at 40/km the boxes are clipped, and the result stays eps-mDP.
     result = build_lp_em(small, 40.0, n_candidates=5)
-    assert_solved(result)
+    assert_solved(result, small)
     assert audit_mechanism(result.matrix, small.d_km, 40.0).passed
     assert result.loss_m <= build_em(small, 40.0).loss_m + 1e-9
     assert "numerics" in result.details
 
 
-def test_lp_bd_bounds_bracket_the_optimum_of_its_own_relaxation(benders):
+def test_lp_bd_bounds_bracket_the_optimum_of_its_own_relaxation(benders, sparse):
     """LB <= optimum of the 0.8 km relaxation (solved directly) <= UB, at a tight and at the paper's gap."""
     opt, tight, paper = benders
     for bd in (tight, paper):
-        assert_solved(bd)
+        assert_solved(bd, sparse)
         info = bd.details
         assert info["lower_bound_m"] <= opt * (1 + 1e-7), (info["lower_bound_m"], opt)
         assert info["upper_bound_m"] >= opt * (1 - 1e-7), (info["upper_bound_m"], opt)
@@ -433,8 +439,8 @@ def test_lp_row_generation_reaches_the_full_lp_optimum(small):
     """The exact method's constraint generation and the LP with every pair row give the same optimum."""
     full = build_lp(small, EPS, row_generation=False)
     gen = build_lp(small, EPS, method="exact")
-    assert_solved(full)
-    assert_solved(gen)
+    assert_solved(full, small)
+    assert_solved(gen, small)
     rounds = gen.details["row_generation"]
     assert rounds["n_rounds"] >= 2  # the first round's neighbours are not enough: rows were added
     assert sum(r.get("rows_added", 0) for r in rounds["rounds"]) > 0
@@ -465,7 +471,7 @@ def test_lp_em_solves_when_candidates_span_beyond_the_floor(sparse):
     """
     eps = 30.0
     result = build_lp_em(sparse, eps, n_candidates=20)
-    assert_solved(result)
+    assert_solved(result, sparse)
     assert audit_mechanism(result.matrix, sparse.d_km, eps).passed
     assert result.details["repair"]["rows_renormalised"] == 0
     assert result.details["repair"]["max_log_excess_before"] < 0.1  # only solver tolerance to repair
@@ -479,7 +485,7 @@ def test_lp_em_on_rome_k500_is_solved_and_exactly_mdp():
     """The compare instance where LP+EM used to fail (HiGHS 'Infeasible', seed 0)."""
     inst = make_instance(load_city("rome-paper"), n_records=500, n_outputs=100, n_users=50, seed=0)
     result = build_lp_em(inst, 5.0)
-    assert_solved(result)
+    assert_solved(result, inst)
     assert result.details["repair"]["max_log_excess_before"] < 0.1
     assert audit_mechanism(result.matrix, inst.d_km, 5.0).passed
     assert result.loss_m < build_em(inst, 5.0).loss_m
@@ -499,7 +505,7 @@ def test_row_generation_retries_a_numerical_breakdown_with_ipm(small, monkeypatc
 
     monkeypatch.setattr(lp, "_run", first_fails)
     result = build_lp(small, EPS, method="exact")
-    assert_solved(result)
+    assert_solved(result, small)
     first = result.details["row_generation"]["rounds"][0]
     assert calls[:2] == ["simplex", "ipm"]
     assert first["failed"] == "Not Set (simplex)" and first["retried_with"] == "ipm"
