@@ -19,6 +19,7 @@ from app.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
 # The server's memory stays level over a lesson (once per process; see app/malloc.py).
 malloc.tune()
 malloc.start_trimmer()
+malloc.start_gc_freezer()  # Streamlit's full collection after every run then walks only the newer objects
 
 # The page icon as a data URI (2.7 KB): a ":material/...:" icon makes the browser fetch it from
 # fonts.gstatic.com, and a file path is served from Streamlit's media store, which deletes a run's
