@@ -45,8 +45,10 @@ ARENA_MAX = 2
 MMAP_THRESHOLD_BYTES = 1 << 20
 #: Seconds between two ``malloc_trim(0)`` calls of the trimmer thread.
 TRIM_INTERVAL_S = 30.0
-#: Seconds between two re-freezes of the heap by the freezer thread.
+#: Seconds between two re-freezes of the heap by the freezer thread (the first comes after FIRST_FREEZE_S:
+#: once the first page has loaded its network and instance).
 FREEZE_INTERVAL_S = 60.0
+FIRST_FREEZE_S = 15.0
 
 # mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
@@ -126,7 +128,9 @@ def start_gc_freezer(interval_s: float = FREEZE_INTERVAL_S) -> bool:
         stop = threading.Event()
 
         def loop() -> None:
-            while not stop.wait(interval_s):
+            wait = min(FIRST_FREEZE_S, interval_s)
+            while not stop.wait(wait):
+                wait = interval_s
                 try:
                     refreeze()
                 except Exception:  # noqa: BLE001 (never take the server down for this)
