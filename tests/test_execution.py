@@ -13,16 +13,14 @@ import sys
 import threading
 import time
 
+import distributed  # noqa: F401 (a runtime dependency: missing, this file fails rather than skips)
 import numpy as np
+import psutil
 import pytest
+from conftest import ROOT, TESTS_DIR
 
-pytest.importorskip("distributed")
-
-import psutil  # noqa: E402
-from conftest import ROOT, TESTS_DIR  # noqa: E402
-
-import panda  # noqa: E402
-from panda.execution import (  # noqa: E402
+import panda
+from panda.execution import (
     HIGH,
     LOW,
     RUNNING_DIR_ENV,
@@ -262,29 +260,34 @@ def test_identical_jobs_share_one_computation(executor, tmp_path):
 
 
 def test_an_interactive_job_starts_at_once_beside_long_jobs(executor):
-    """Two long jobs running/queued on two workers: an interactive job still starts within a second."""
+    """Two long jobs running/queued on two workers: an interactive job starts while the first long job
+    still runs, so it waited for neither of them."""
     long_jobs = [executor.submit(started_at, 3.0, f"long-{k}", priority=LOW) for k in range(2)]
     time.sleep(1.0)  # the first long job is running
     t0 = time.time()
     start = executor.run(started_at, 0.0, "interactive", timeout_s=30, priority=HIGH)
-    latency = start - t0
-    print(f"interactive job started {latency * 1000:.0f} ms after submission, two long jobs in the cluster")
-    assert latency < 1.0
+    print(f"interactive job started {(start - t0) * 1000:.0f} ms after submission, two long jobs in the cluster")
     starts = sorted(executor.result(f, timeout_s=60) for f in long_jobs)
     assert starts[1] - starts[0] > 2.5  # the long jobs ran one after the other: one worker stays free
+    # Behind a long job it would have started at starts[0] + 3 s at the earliest (on a machine of any speed).
+    assert start < starts[0] + 3.0
 
 
 def test_an_unreachable_scheduler_is_a_readable_job_error():
-    """A named scheduler nobody runs: creating the executor does not hang; a job fails in plain words."""
+    """A named scheduler nobody runs: creating the executor does not connect (so it cannot hang); a job
+    fails in plain words."""
+    import select
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
+        sock.listen()  # records any connection attempt, answers none
         port = sock.getsockname()[1]
-    t0 = time.perf_counter()
-    ex = Executor(f"tcp://127.0.0.1:{port}", connect_timeout_s=1.0)
+        ex = Executor(f"tcp://127.0.0.1:{port}", connect_timeout_s=1.0)
+        pending, _, _ = select.select([sock], [], [], 0.5)
+        assert not pending, "creating the executor connected to the scheduler"
     try:
-        assert time.perf_counter() - t0 < 1.0 and not ex.closed
+        assert not ex.closed
         with pytest.raises(JobError, match=f"computing cluster at tcp://127.0.0.1:{port} cannot be reached"):
             ex.run("run_panda", None, (), 0, timeout_s=5)
     finally:
