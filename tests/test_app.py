@@ -8,17 +8,12 @@ from __future__ import annotations
 import json
 import sys
 
+import apptest_support as support
 import numpy as np
 import pytest
-
-pytest.importorskip("streamlit")
-pytest.importorskip("pydeck")
-pytest.importorskip("plotly")
-
-import apptest_support as support  # noqa: E402
-from apptest_support import clear_caches, metric, release_resources, run_ok  # noqa: E402, F401 (autouse fixtures)
-from conftest import OAKLAND_BBOX  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from apptest_support import clear_caches, metric, release_resources, run_ok  # noqa: F401 (autouse fixtures)
+from conftest import OAKLAND_BBOX
+from streamlit.testing.v1 import AppTest
 
 PAGES = ["app_pages/explore.py", "app_pages/compare.py", "app_pages/audit.py", "app_pages/learn.py"]
 
@@ -211,7 +206,6 @@ def test_learn_decay_chart_follows_the_sidebar():
 
 
 def test_compare_builds_the_baselines():
-    pytest.importorskip("panda.mechanisms")
     at = run_ok(make_app())
     at.switch_page("app_pages/compare.py")
     run_ok(at)
@@ -555,50 +549,69 @@ def test_user_pairs_match_run_panda(small_view):
 
     _, inst, _, result = small_view
     pairs = analysis.user_pairs(result, inst)
-    if pairs.size:
-        assert pairs.violated.mean() == pytest.approx(result.user_pair_violation_rate)
+    assert pairs.size
+    assert pairs.violated.mean() == pytest.approx(result.user_pair_violation_rate)
     loss = analysis.user_loss_m(result, inst)
     assert np.nanmean(loss) == pytest.approx(result.loss_expected_m)
 
 
-def test_charts_and_exports_build(small_view):
-    import plotly.graph_objects as go
+def test_charts_show_the_run_they_are_given(small_view):
+    """Each chart of the PAnDA page draws the numbers it is given (decay_curves and mdp_allowance:
+    test_learn_decay_and_allowance_charts)."""
+    from app import analysis, charts
 
-    from app import analysis, charts, export
+    _, _, _, result = small_view
+    shares = analysis.budget_shares(result)
+    fig = charts.budget_split(shares)
+    bars = fig.data[0]
+    drawn = {k: y for k, y in zip(("phase1", "margin", "phase2"), bars.y, strict=True) if y is not None}
+    assert drawn, "no bar drawn"
+    for key, y in drawn.items():
+        assert y == pytest.approx(shares[key]["median"])
+    assert [row[2] for row in bars.customdata] == [shares[k]["n"] for k in ("phase1", "margin", "phase2")]
+    assert any(shape.y0 == shape.y1 == 1.0 for shape in fig.layout.shapes)  # the whole budget eps*d
+
+    fig = charts.utility(result, None)
+    values = [result.loss_expected_m, result.loss_sampled_m, result.lp_objective_m]
+    assert list(fig.data[0].y[:3]) == pytest.approx(values)
+    assert fig.data[0].y[3] == 0.0 and fig.data[0].text[3] == "not computed"
+    assert fig.data[0].text[0] == f"{result.loss_expected_m:,.0f} m"
+    too_large = charts.utility(result, {"status": "too large", "objective_m": float("nan"), "rows": 10})
+    assert too_large.data[0].text[3] == "too large"
+    bounded = charts.utility(result, {"status": "Optimal", "objective_m": 123.4, "time_s": 0.1})
+    assert bounded.data[0].y[3] == pytest.approx(123.4) and bounded.data[0].text[3] == "123 m"
+
+    fig = charts.timings(result.timings_s)
+    phases = {k: v for k, v in result.timings_s.items() if k != "total"}
+    assert list(fig.data[0].x) == pytest.approx(sorted(phases.values()))  # longest on top
+    assert "AnPO LP" in fig.data[0].y
+    assert fig.layout.title.text == f"Time per phase (total {sum(phases.values()):.2f} s)"
+
+    rows = [
+        {"delta": 1e-9, "violation_rate": 0.25, "over_budget_share": 0.5, "unreachable_share": 0.75, "loss_m": 1.0},
+        {"delta": 1e-7, "violation_rate": 0.5, "over_budget_share": 1.0, "unreachable_share": 1.0, "loss_m": 2.0},
+    ]
+    fig = charts.violation_vs_delta(rows, 1e-7)
+    for trace, key in zip(fig.data, ("violation_rate", "over_budget_share", "unreachable_share"), strict=False):
+        assert list(trace.x) == [1e-9, 1e-7] and list(trace.y) == [r[key] for r in rows]
+    assert list(fig.data[3].y) == [1e-9, 1e-7]  # the target: violation rate <= delta
+    assert any(a.text == "current δ = 1e-07" for a in fig.layout.annotations)
+
+    fig = charts.compare_bars(
+        [
+            {"method": "PAnDA-e", "loss_m": 10.0, "violation_rate": float("nan"), "adversary_error_m": 20.0},
+            {"method": "EM", "loss_m": 30.0, "violation_rate": 0.0, "adversary_error_m": 40.0, "time_s": 0.5},
+        ]
+    )
+    assert [list(t.y) for t in fig.data] == [[10.0, 30.0], [0.0, 0.0], [20.0, 40.0], [0.0, 0.5]]
+    assert [list(t.text) for t in fig.data][1] == ["n/a", ""] and list(fig.data[3].text) == ["n/a", ""]
+    assert list(fig.data[0].x) == ["PAnDA-e", "EM"] and fig.data[0].marker.color[0] != fig.data[0].marker.color[1]
+
+
+def test_exports_hold_the_run(small_view):
+    from app import export
 
     _, inst, p, result = small_view
-    figs = [
-        charts.budget_split(analysis.budget_shares(result)),
-        charts.utility(result, None),
-        charts.utility(result, {"status": "too large", "objective_m": float("nan"), "rows": 10}),
-        charts.timings(result.timings_s),
-        charts.violation_vs_delta(
-            [
-                {
-                    "delta": 1e-7,
-                    "violation_rate": 0.5,
-                    "over_budget_share": 1.0,
-                    "unreachable_share": 1.0,
-                    "loss_m": 100.0,
-                }
-            ],
-            1e-7,
-        ),
-        charts.decay_curves(result.config, result.gamma_km, inst.d_max_km),
-        charts.mdp_allowance(5.0),
-        charts.compare_bars(
-            [
-                {
-                    "method": "PAnDA-e",
-                    "loss_m": 1.0,
-                    "violation_rate": float("nan"),
-                    "adversary_error_m": 2.0,
-                    "time_s": 0.1,
-                }
-            ]
-        ),
-    ]
-    assert all(isinstance(f, go.Figure) for f in figs)
     summary = json.loads(export.summary_json(result))
     assert summary["lp_status"] == result.lp_status
     config = json.loads(export.config_json(p, result.config))
@@ -618,18 +631,35 @@ def test_learn_charts_are_pure():
         imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [m for m in imported if m.split(".")[0] == "streamlit"]
-    import panda
 
-    config = panda.preset("paper", decay="logistic", alpha=0.8)
-    builders = [
-        lambda: charts.decay_curves(config, 0.2, 9.7),
-        lambda: charts.mdp_allowance(7.5),
-        lambda: learn_charts.tradeoff_figure(3.0),
-        lambda: learn_charts.posterior_figure(1.0),
-        lambda: learn_charts.phase1_figure(np.array([20.0, 300.0, 900.0]), np.array([40.0, 2.0, 0.3]), 5.0),
-    ]
-    for build in builders:
-        assert build().to_json() == build().to_json()  # same input, same figure
+
+def test_learn_figures_show_the_street_and_the_upload():
+    from app import learn_charts as lc
+
+    s = lc.street()
+    fig = lc.tradeoff_figure(3.0, eps_grid=(1.0, 5.0))
+    em, em_attacker, optimal = fig.data
+    assert list(em.x) == list(em_attacker.x) == list(optimal.x) == [1.0, 3.0, 5.0]  # the sidebar's eps added
+    for k, eps in enumerate(em.x):
+        assert em.y[k] == pytest.approx(lc.report_error_m(lc.street_em(eps, s), s))
+        assert em_attacker.y[k] == pytest.approx(lc.attacker_error_m(lc.street_em(eps, s), s))
+        assert optimal.y[k] == pytest.approx(lc.report_error_m(lc.street_optimal(eps), s))
+    assert fig.layout.shapes[0].x0 == 3.0
+    assert fig.layout.title.text == "The trade-off on a 2 km street: less budget, larger errors"
+
+    belief = lc.street_belief(1.0)
+    fig = lc.posterior_figure(1.0)
+    bars = fig.data[0]
+    assert list(bars.x) == list(belief["positions_m"]) and list(bars.y) == pytest.approx(belief["belief"])
+    assert bars.marker.color[belief["guess"]] == lc.RED
+    assert "ε = 1 per km" in fig.layout.title.text
+
+    fig = lc.phase1_figure(np.array([20.0, 300.0, 900.0]), np.array([40.0, 2.0, 0.3]), 5.0)
+    within, beyond = fig.data
+    assert list(within.x) == [900.0] and list(within.y) == [0.3] and within.name == "within the allowance (1 pairs)"
+    assert list(beyond.x) == [20.0, 300.0] and list(beyond.y) == [40.0, 2.0]
+    assert beyond.name == "beyond the allowance (2 pairs)"
+    assert "ε = 5 per km" in fig.layout.title.text
 
 
 def test_learn_decay_and_allowance_charts():

@@ -12,20 +12,16 @@ import json
 import math
 import re
 
+import apptest_support as support
 import numpy as np
 import pytest
-
-pytest.importorskip("streamlit")
-pytest.importorskip("pydeck")
-
-import apptest_support as support  # noqa: E402
-from apptest_support import (  # noqa: E402, F401 (autouse fixtures)
+from apptest_support import (  # noqa: F401 (autouse fixtures)
     clear_caches,
     release_resources,
-    run_ok,  # noqa: E402
+    run_ok,
 )
-from conftest import ROOT  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from conftest import OAKLAND_BBOX, ROOT
+from streamlit.testing.v1 import AppTest
 
 EXPLORE = "app_pages/explore.py"
 COMPARE = "app_pages/compare.py"
@@ -183,7 +179,6 @@ def test_compare_table_cells_are_readable():
 
 
 def test_compare_page_shows_words_not_none():
-    pytest.importorskip("panda.mechanisms")
     from app import tables
 
     at = run_ok(make_app(COMPARE, baselines="em,em-br,laplace"))
@@ -379,41 +374,79 @@ def test_a_too_heavy_setting_is_explained_in_plain_words():
     assert any("γ" in t and "smaller" in t for t in errors)
 
 
-@pytest.mark.parametrize(
-    ("message", "expected"),
-    [
-        (
-            "ValueError: The safety-margin search would examine 3.1e+09 surrogate-pair candidates (limit 2e+08): "
-            "gamma = 5000 m puts about 199 records within gamma of a typical record. Use a smaller gamma_km, "
-            "fewer records or a smaller neighbourhood_size.",
-            "γ = 5000 m",
-        ),
-        (
-            "Cannot reach the Overpass server of http://127.0.0.1:9/api (connection refused): live OpenStreetMap "
-            "downloads do not work from here. Use an embedded city instead, which needs no connection: "
-            "load_city(name) with name in ['kotka'], or load a file you have with network_from_file(path).",
-            "no connection",
-        ),
-        (
-            "The 'n_records' parameter of make_instance must be at most the network's 22 nodes (bbox). Got 500.",
-            "at most 22 secret records",
-        ),
-        ("MemoryError: the computation needs more memory than the dashboard allows", "more memory"),
-        (
-            "The bounding box of network_from_bbox must be at most 2,500 km^2. Got 261,031 km^2 instead: choose a "
-            "smaller area (the paper's Rome box is about 2,330 km^2).",
-            "about 261,031 km², the limit is 2,500 km²",
-        ),
-        ("KeyError: 'lp_status'", "unexpected error"),
-    ],
-)
-def test_library_messages_become_plain_words(message, expected):
-    from app.messages import plain_error
+def _raised(call) -> BaseException:
+    """The exception ``call()`` raises (it must raise)."""
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 (any class: the test reads the library's own exception)
+        return exc
+    raise AssertionError(f"{call} raised nothing")
 
-    plain, details = plain_error(message)
-    assert expected in plain
+
+def _too_heavy_margins(kotka, request) -> tuple[BaseException, str]:
+    import panda
+    from app.params import from_query, to_config
+
+    p, problems = from_query({"gamma": "5", "radius": "5", "decay": "l"})  # as the link of the test above
+    assert not problems
+    inst = panda.make_instance(kotka, n_records=200, n_users=10, n_outputs=40, seed=0)
+    exc = _raised(lambda: panda.run_panda(inst, to_config(p), seed=0))
+    assert "safety-margin search" in str(exc)
+    return exc, f"γ = {p.gamma_km * 1000:.0f} m"
+
+
+def _offline(kotka, request) -> tuple[BaseException, str]:
+    from panda import network as pn
+
+    request.getfixturevalue("osmnx_settings").overpass_url = request.getfixturevalue("closed_port_url")
+    cache = request.getfixturevalue("tmp_path")
+    return _raised(lambda: pn.network_from_bbox(*OAKLAND_BBOX, cache_dir=cache)), "no connection"
+
+
+def _too_many_records(kotka, request) -> tuple[BaseException, str]:
+    import panda
+
+    net = request.getfixturevalue("oakland")
+    exc = _raised(lambda: panda.make_instance(net, n_records=500))
+    return exc, f"at most {net.n_nodes} secret records"
+
+
+def _out_of_memory(kotka, request) -> tuple[BaseException, str]:
+    from panda.execution import MEMORY_MESSAGE, JobMemoryError
+
+    return JobMemoryError(MEMORY_MESSAGE), "more memory"
+
+
+def _box_too_large(kotka, request) -> tuple[BaseException, str]:
+    from panda import network as pn
+
+    box = (10.0, 40.0, 14.0, 44.0)  # far beyond the limit: the library refuses it before any connection
+    area = pn.BoundingBox(*box).area_km2
+    exc = _raised(lambda: pn.network_from_bbox(*box, cache_dir=request.getfixturevalue("tmp_path")))
+    return exc, f"about {area:,.0f} km², the limit is {pn.MAX_BBOX_AREA_KM2:,.0f} km²"
+
+
+def _unexpected(kotka, request) -> tuple[BaseException, str]:
+    return _raised(lambda: {}["lp_status"]), "unexpected error"
+
+
+@pytest.mark.parametrize(
+    "make", [_too_heavy_margins, _offline, _too_many_records, _out_of_memory, _box_too_large, _unexpected]
+)
+@pytest.mark.parametrize("relayed", [False, True], ids=["raised-here", "relayed-by-a-worker"])
+def test_library_messages_become_plain_words(make, relayed, kotka, request):
+    """The library's real exceptions (raised here, not copied: a changed message is tested as it is now),
+    as the page gets them in the server and as a job worker relays them ("Type: message")."""
+    from app.messages import plain_error
+    from panda.execution import JobError, _describe
+
+    exc, expected = make(kotka, request)
+    if relayed and not isinstance(exc, JobError):
+        exc = JobError(_describe(exc))
+    plain, details = plain_error(exc)
+    assert expected in plain, (plain, str(exc))
     assert not CODE.search(plain), plain
-    assert details  # the original text is kept for a Details line
+    assert str(exc) in details  # the original text is kept for a Details line
 
 
 @pytest.mark.parametrize(

@@ -381,7 +381,6 @@ CODE = re.compile(r"\b\w*Error\b|\b[a-z]+_[a-z0-9_]+\b|\b\w+\([\w, ]*\)|\bpanda\
 @pytest.fixture
 def app_env(tmp_path, monkeypatch):
     """AppTest helpers; the network caches (downloads, uploads) go to a temporary folder."""
-    pytest.importorskip("streamlit")
     import apptest_support as support
 
     from app import state
