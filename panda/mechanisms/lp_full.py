@@ -18,8 +18,14 @@ length ``<= t d(x, x')``; multiplying the edge constraints along it gives a rati
 ``exp(eps / t * t d) = exp(eps d)``: still eps-mDP, at some utility cost. Only pairs closer than
 ``ln(1 / eta) / eps`` need a path (the rest hold by the floor), so only those are spanned.
 
-HiGHS accepts constraint violations up to its feasibility tolerance (absolute 1e-7: several
-percent on an entry near the floor), so the solution is passed through
+:func:`build_lp` solves it by default with :func:`panda.optimal.solve_optimal` (``method="certified"``):
+row generation per right entry, each round by restarted Halpern PDHG with compiled block steps on
+dense instances or by HiGHS's warm dual simplex on sparse ones; a weak-duality lower bound after
+every round, and an exact repair (:func:`panda.optimal.exact_repair`) that makes the relaxation's
+point exactly eps-mDP, the upper bound; the returned matrix is audited over every pair. The earlier
+path, ``method="exact"`` (:func:`panda.lp.solve_mdp_lp`, needed for a spanner or ``eta = 0``), trusts
+HiGHS's optimum: HiGHS accepts constraint violations up to its feasibility tolerance (absolute 1e-7:
+several percent on an entry near the floor), so its solution is passed through
 :func:`panda.mechanisms.repair_mdp`, which makes it exactly eps-mDP at a utility change of the
 tolerance's size (``details["repair"]``).
 """
@@ -229,7 +235,13 @@ def build_lp(
     batch: float | None = None,
     start: str = "auto",
 ) -> MechanismResult:
-    """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014) with HiGHS.
+    """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014), with a certificate.
+
+    By default (``method="certified"``, :func:`panda.optimal.solve_optimal`): row generation per
+    right entry, each round solved by restarted Halpern PDHG with numba's compiled block steps on
+    dense instances or by HiGHS's warm dual simplex on sparse ones (``start``); the answer is an
+    exactly eps-mDP matrix (an exact repair of a relaxation's point, audited over every pair:
+    the upper bound) and a weak-duality lower bound (see Notes).
 
     Parameters
     ----------
@@ -246,8 +258,8 @@ def build_lp(
         Wall-time budget. The certified method returns its best certified mechanism and both
         bounds when it runs out; the exact method returns no matrix.
     solver
-        HiGHS solver of the ``"exact"`` method (``"simplex"``, ``"ipm"``, ...); the certified
-        method uses warm dual simplex with Devex pricing.
+        HiGHS solver of the ``"exact"`` method (``"simplex"``, ``"ipm"``, ...). The certified
+        method ignores it: its rounds run on PDHG or on HiGHS's warm dual simplex, as ``start`` says.
     row_generation
         ``"exact"`` method only: constraint generation (:func:`panda.lp.solve_mdp_lp`) or, with
         ``False``, every pair row at once.
