@@ -27,6 +27,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 import panda
+from app import result_store
 from app.params import parse_source
 from panda.execution import HIGH, LOW, Executor, close_executor, default_n_workers, get_executor
 
@@ -215,13 +216,19 @@ def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> 
 def baseline(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> Any:
     """A baseline mechanism (panda.mechanisms.BASELINES[name]) on the view's instance, on a worker.
 
-    The optimal LP ("lp") is a long job (low priority); the other mechanisms are interactive.
+    The optimal LP ("lp") is a long job (low priority); the other mechanisms are interactive. A mechanism
+    in the result store (app/result_store.py) is read from there; one built here is kept there.
     """
+    kept = result_store.get_mechanism(instance_key, name, epsilon_per_km, options)
+    if kept is not None:  # computed before (by any server of the class, or prepared): at once
+        return kept
     limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
     priority = LOW if name == "lp" else HIGH
-    return panda_worker().run(
+    mech = panda_worker().run(
         "baseline", instance(*instance_key), name, float(epsilon_per_km), options, timeout_s=limit, priority=priority
     )
+    result_store.put_mechanism(instance_key, name, epsilon_per_km, options, mech)
+    return mech
 
 
 class Job:
@@ -319,6 +326,10 @@ def mechanism_numbers(instance_key: tuple, name: str, epsilon_per_km: float, opt
     out: dict[str, Any] = {"status": mech.status, "audited": False, "loss_m": float(mech.loss_m)}
     if mech.matrix is None:
         return out
+    inputs = result_store.mechanism_key_inputs(instance_key, name, epsilon_per_km, options)
+    kept = result_store.get_value("numbers", inputs)
+    if kept is not None and kept[0].get("loss_m") == out["loss_m"]:  # the numbers of this very matrix
+        return kept[0]
     inst = instance(*instance_key)
     out["adversary_error_m"] = float(adversary_error_m(mech.matrix, inst.prior, inst.d_km * 1000.0))
     if mech.details.get("estimated"):
@@ -331,6 +342,8 @@ def mechanism_numbers(instance_key: tuple, name: str, epsilon_per_km: float, opt
         epsilon_min_per_km=float(aud.epsilon_min_per_km),
         scope=str(aud.scope),
     )
+    if result_store.keepable(name, mech):
+        result_store.put_value("numbers", inputs, out, prepared=bool(mech.details.get("prepared")))
     return out
 
 
@@ -396,9 +409,13 @@ def tradeoff_method(
     _progress: Callable[[str, float], None] | None = None,
 ) -> list[dict]:
     """One method's curve rows (panda.tradeoff.tradeoff_curve), on a worker (a long job); raises JobError."""
+    inputs = result_store.curve_key_inputs(instance_key, method, epsilons, panda_items, seed, lp_time_limit_s)
+    kept = result_store.get_value("curve", inputs)
+    if kept is not None:  # a complete curve computed before (or prepared)
+        return [dict(r, prepared=kept[2]) for r in kept[0]]
     inst = instance(*instance_key)
     options = (("time_limit_s", TRADEOFF_POINT_LIMIT_S), ("method_budget_s", TRADEOFF_METHOD_BUDGET_S))
-    return panda_worker().run(
+    rows = panda_worker().run(
         "tradeoff_curve",
         inst,
         (method,),
@@ -411,6 +428,9 @@ def tradeoff_method(
         priority=LOW,
         progress=_progress,
     )
+    if result_store.curve_complete(rows):
+        result_store.put_value("curve", inputs, rows)
+    return rows
 
 
 def tradeoff_curve(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
 import socket
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -16,6 +18,12 @@ if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) from anywhere
     sys.path.insert(0, str(ROOT))
 
 from overpass_stub import OverpassStub  # noqa: E402
+
+# The class database and result store of this test session: a file of its own (never data/class.db), shared by
+# the servers the tests start (they inherit the environment). A test needing an empty one sets its own URL.
+if not os.environ.get("PANDA_DB_URL"):
+    _SESSION_DB = Path(tempfile.mkdtemp(prefix="panda-tests-")) / "class.db"
+    os.environ["PANDA_DB_URL"] = f"sqlite:///{_SESSION_DB}"
 
 from panda import network as pn  # noqa: E402
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-__all__ = ["Base", "Game", "Round", "Player", "Entry", "ROUND_STATUSES", "SECRET_MODES"]
+__all__ = ["Base", "Game", "Round", "Player", "Entry", "StoredResult", "ROUND_STATUSES", "SECRET_MODES"]
 
 #: open: students join and guess; revealed: scores are shown, guesses refused; closed: ended by the lecturer.
 ROUND_STATUSES = ("open", "revealed", "closed")
@@ -104,3 +104,26 @@ class Entry(Base):
     bayes_error_m: Mapped[float | None] = mapped_column(Float, nullable=True)
     rank: Mapped[int | None] = mapped_column(Integer, nullable=True)
     round: Mapped[Round] = relationship(back_populates="entries")
+
+
+class StoredResult(Base):
+    """A computed result the dashboard keeps (app/result_store.py): a mechanism, its audit, a curve.
+
+    Keyed by a hash of its kind, its exact inputs and the version of the code that made it; evicted least
+    recently used first when the store outgrows its size.
+    """
+
+    __tablename__ = "results"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    code_version: Mapped[str] = mapped_column(String(16))
+    #: The inputs in words (JSON), for people reading the store; the key is their hash.
+    inputs: Mapped[list] = mapped_column(JSON)
+    #: The value: an .npz archive (no pickle: a shared database must not be able to run code in a server).
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime())
+    used_at: Mapped[datetime] = mapped_column(DateTime(), index=True)
+    #: Made by ``python -m panda prepare`` (no time limit, certified to the gap target).
+    prepared: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -1,0 +1,313 @@
+"""The result store: every mechanism, audit and curve the dashboard computes, kept across restarts and servers.
+
+Where: a table of the class database (app/game/store.py: SQLite in data/ by default, the PostgreSQL of
+``PANDA_DB_URL`` when several servers serve a class). A table rather than files beside the database, because
+servers on several machines share the database but not a disk, and because the least-recently-used
+bookkeeping then needs no file locks.
+
+What: a value is keyed by the SHA-256 of its kind, its exact inputs (the view's instance key, the mechanism,
+ε, its options) and :data:`CODE_VERSION`, a hash of the library's source: a new version of panda computes
+afresh. Values are stored as .npz archives (arrays plus one JSON document, never pickle: whoever can write
+to a shared database must not be able to run code in the servers).
+
+Which: results that do not depend on how long they were allowed to run. Mechanisms whose LP stopped at a time
+limit (an unsolved optimal LP, an unsolved LP on cells) stay in the process's memory cache only; the optimal LP
+is kept once it is certified to :data:`GAP_TARGET` (its time limit is then left out of the key, so a prepared
+optimum serves every page that asks for it, whatever time limit that page has). A curve is kept when every
+point solved.
+
+Bounded: at most ``PANDA_RESULTS_MAX_MB`` (default 2048) MB of payloads; past it the least recently used go
+first. A read refreshes an entry's use time at most every :data:`TOUCH_EVERY` (a write per read would make
+every page view a database write).
+
+A store that cannot be reached never breaks a page: :func:`get` then finds nothing and :func:`put` keeps
+nothing (and say so in the server's log).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import case, delete, func, select, update
+
+from app.game import store
+from app.game.models import StoredResult
+
+__all__ = [
+    "CODE_VERSION",
+    "GAP_TARGET",
+    "get_mechanism",
+    "put_mechanism",
+    "get_value",
+    "put_value",
+    "mechanism_key_inputs",
+    "curve_key_inputs",
+    "curve_complete",
+    "stats",
+    "evict",
+]
+
+log = logging.getLogger(__name__)
+PANDA_DIR = Path(__file__).resolve().parent.parent / "panda"
+#: The certified gap a kept optimal LP must reach (the prepare command's target too).
+GAP_TARGET = 0.005
+TOUCH_EVERY = timedelta(minutes=5)
+ENV_MAX_MB = "PANDA_RESULTS_MAX_MB"
+#: ``PANDA_RESULT_STORE=off`` turns the store off (benchmarks that time computations use a fresh database).
+ENV_SWITCH = "PANDA_RESULT_STORE"
+#: Mechanisms whose result depends on a time limit (kept only when solved).
+TIME_LIMITED = frozenset({"lp", "lp-ca", "lp-em", "lp-bd"})
+
+
+def _code_version(root: Path = PANDA_DIR) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+#: A hash of the library's source (panda/**/*.py): results of another version are not reused.
+CODE_VERSION = _code_version()
+
+
+def enabled() -> bool:
+    """False when ``PANDA_RESULT_STORE`` is ``off`` (or ``0``, ``false``, ``no``)."""
+    return os.environ.get(ENV_SWITCH, "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def max_bytes() -> int:
+    """The store's size limit in bytes (``PANDA_RESULTS_MAX_MB``, default 2048 MB)."""
+    try:
+        mb = float(os.environ.get(ENV_MAX_MB, "2048"))
+    except ValueError:
+        mb = 2048.0
+    return int(max(mb, 1.0) * 2**20)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able plain values (numpy scalars and arrays, tuples); floats keep nan and inf."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if value is None or isinstance(value, str):
+        return value
+    return repr(value)
+
+
+def _key(kind: str, inputs: list) -> str:
+    text = json.dumps([kind, CODE_VERSION, _plain(inputs)], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _pack(doc: Any, arrays: dict[str, np.ndarray] | None = None) -> bytes:
+    buf = io.BytesIO()
+    payload = {k: np.asarray(v) for k, v in (arrays or {}).items()}
+    payload["__json__"] = np.frombuffer(json.dumps(_plain(doc)).encode(), dtype=np.uint8)
+    np.savez_compressed(buf, **payload)
+    return buf.getvalue()
+
+
+def _unpack(blob: bytes) -> tuple[Any, dict[str, np.ndarray]]:
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    doc = json.loads(arrays.pop("__json__").tobytes().decode())
+    return doc, arrays
+
+
+# --- generic values ---
+
+
+def get_value(kind: str, inputs: list, *, url: str | None = None) -> tuple[Any, dict, bool] | None:
+    """The kept value for ``(kind, inputs)``: (JSON document, arrays, prepared), or None."""
+    if not enabled():
+        return None
+    key = _key(kind, inputs)
+    try:
+        with store.session(url, read=True) as s:
+            row = s.get(StoredResult, key)
+            if row is None:
+                return None
+            blob, used, prepared = row.payload, row.used_at, bool(row.prepared)
+        if _now() - used > TOUCH_EVERY:
+            with store.session(url) as s:
+                s.execute(update(StoredResult).where(StoredResult.key == key).values(used_at=_now()))
+        doc, arrays = _unpack(blob)
+        return doc, arrays, prepared
+    except Exception as exc:  # noqa: BLE001 (the store is an optimisation: a page computes instead)
+        log.warning("result store: could not read a %s: %s", kind, exc)
+        return None
+
+
+def put_value(
+    kind: str,
+    inputs: list,
+    doc: Any,
+    arrays: dict[str, np.ndarray] | None = None,
+    *,
+    prepared: bool = False,
+    url: str | None = None,
+) -> bool:
+    """Keep a value (replacing one with the same key), then evict the least recently used past the limit."""
+    if not enabled():
+        return False
+    key = _key(kind, inputs)
+    try:
+        blob = _pack(doc, arrays)
+        now = _now()
+        with store.session(url) as s:
+            s.execute(delete(StoredResult).where(StoredResult.key == key))
+            s.add(
+                StoredResult(
+                    key=key,
+                    kind=kind,
+                    code_version=CODE_VERSION,
+                    inputs=_plain(inputs),
+                    payload=blob,
+                    size_bytes=len(blob),
+                    created_at=now,
+                    used_at=now,
+                    prepared=bool(prepared),
+                )
+            )
+        evict(max_bytes(), url=url)
+        return True
+    except Exception as exc:  # noqa: BLE001
+        log.warning("result store: could not keep a %s: %s", kind, exc)
+        return False
+
+
+def evict(limit_bytes: int, *, url: str | None = None) -> int:
+    """Delete the least recently used entries until the payloads fit ``limit_bytes``; returns how many went."""
+    with store.session(url) as s:
+        total = int(s.scalar(select(func.coalesce(func.sum(StoredResult.size_bytes), 0))) or 0)
+        if total <= limit_bytes:
+            return 0
+        gone: list[str] = []
+        for key, size in s.execute(select(StoredResult.key, StoredResult.size_bytes).order_by(StoredResult.used_at)):
+            if total <= limit_bytes:
+                break
+            gone.append(key)
+            total -= int(size)
+        s.execute(delete(StoredResult).where(StoredResult.key.in_(gone)))
+        return len(gone)
+
+
+def stats(*, url: str | None = None) -> dict:
+    """Entries, bytes and prepared entries in the store."""
+    with store.session(url, read=True) as s:
+        n, size, prepared = s.execute(
+            select(
+                func.count(),
+                func.coalesce(func.sum(StoredResult.size_bytes), 0),
+                func.coalesce(func.sum(case((StoredResult.prepared, 1), else_=0)), 0),
+            )
+        ).one()
+    return {"entries": int(n), "bytes": int(size), "prepared": int(prepared), "limit_bytes": max_bytes()}
+
+
+# --- mechanisms ---
+
+
+def mechanism_key_inputs(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> list:
+    """The inputs a mechanism is kept under: the optimal LP's time limit is left out (see the module's notes)."""
+    opts = [list(o) for o in options if not (name == "lp" and o[0] == "time_limit_s")]
+    return [list(instance_key), name, float(epsilon_per_km), opts]
+
+
+def keepable(name: str, mech: Any) -> bool:
+    """Whether a built mechanism may be kept: one that no time limit cut short."""
+    if mech.matrix is None:
+        return False
+    if name == "lp":
+        gap = (mech.details or {}).get("gap")
+        return mech.status.startswith("solved") or (gap is not None and math.isfinite(gap) and gap <= GAP_TARGET)
+    if name in TIME_LIMITED:
+        return mech.status.startswith("solved")
+    return True
+
+
+def put_mechanism(
+    instance_key: tuple,
+    name: str,
+    epsilon_per_km: float,
+    options: tuple,
+    mech: Any,
+    *,
+    prepared: bool = False,
+    url: str | None = None,
+) -> bool:
+    """Keep a built mechanism (a :class:`panda.mechanisms.MechanismResult`) if :func:`keepable`."""
+    if not keepable(name, mech):
+        return False
+    doc = {
+        "name": mech.name,
+        "epsilon_per_km": mech.epsilon_per_km,
+        "status": mech.status,
+        "build_time_s": mech.build_time_s,
+        "loss_m": mech.loss_m,
+        "details": mech.details,
+    }
+    inputs = mechanism_key_inputs(instance_key, name, epsilon_per_km, options)
+    return put_value("mechanism", inputs, doc, {"matrix": mech.matrix}, prepared=prepared, url=url)
+
+
+def get_mechanism(
+    instance_key: tuple, name: str, epsilon_per_km: float, options: tuple, *, url: str | None = None
+) -> Any | None:
+    """The kept mechanism, or None; ``details["kept"]`` and ``details["prepared"]`` say where it came from."""
+    from panda.mechanisms import MechanismResult
+
+    hit = get_value("mechanism", mechanism_key_inputs(instance_key, name, epsilon_per_km, options), url=url)
+    if hit is None:
+        return None
+    doc, arrays, prepared = hit
+    details = dict(doc.get("details") or {})
+    details.update(kept=True, prepared=prepared)
+    return MechanismResult(
+        name=doc["name"],
+        epsilon_per_km=float(doc["epsilon_per_km"]),
+        matrix=arrays["matrix"],
+        status=doc["status"],
+        build_time_s=float(doc["build_time_s"]),
+        loss_m=float(doc["loss_m"]),
+        details=details,
+    )
+
+
+# --- curves ---
+
+
+def curve_key_inputs(
+    instance_key: tuple, method: str, epsilons: tuple, panda_items: tuple, seed: int, lp_time_limit_s: float
+) -> list:
+    """A curve's inputs (the optimal LP's time limit left out: only complete curves are kept)."""
+    limit = None if method == "lp" else float(lp_time_limit_s)
+    return [list(instance_key), method, [float(e) for e in epsilons], _plain(panda_items), int(seed), limit]
+
+
+def curve_complete(rows: list[dict]) -> bool:
+    """Every point of the curve solved (no time limit, no skip, no failure)."""
+    return bool(rows) and all(r.get("outcome") == "solved" for r in rows)
