@@ -37,6 +37,7 @@ from bench_load import (  # noqa: E402
     _free_port,
     _MemoryWatch,
     _wait_healthy,
+    fresh_db_url,
     round_summary,
     streamlit_cmd,
 )
@@ -138,7 +139,7 @@ def main() -> None:
         ap.error("not enough distinct eps values")
 
     port = _free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DB_URL": fresh_db_url()}  # nothing kept from a past run
     env.pop("PANDA_DASK_SCHEDULER", None)
     cmd = streamlit_cmd(port)
     log_path = ROOT / "test-artifacts" / "bench-browser-load-server.log"

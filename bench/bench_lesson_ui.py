@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import time
 
-from bench_load import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _wait_healthy, streamlit_cmd
+from bench_load import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _wait_healthy, fresh_db_url, streamlit_cmd
 from playwright.sync_api import sync_playwright
 
 
@@ -27,7 +27,10 @@ def _pixel_spread(png: bytes) -> float:
 
 def _serve() -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    proc = subprocess.Popen(streamlit_cmd(port), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "PANDA_DB_URL": fresh_db_url()}  # a new result store: nothing kept from a past run
+    proc = subprocess.Popen(
+        streamlit_cmd(port), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
     url = f"http://127.0.0.1:{port}"
     _wait_healthy(url, proc)
     return proc, url + "/"

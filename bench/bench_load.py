@@ -100,6 +100,13 @@ def round_summary(times: list[float], results: list[dict], mem) -> dict:
     }
 
 
+def fresh_db_url() -> str:
+    """A new, empty class database and result store (SQLite in a temporary folder) for one benchmark server."""
+    import tempfile
+
+    return f"sqlite:///{Path(tempfile.mkdtemp(prefix='panda-bench-')) / 'class.db'}"
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -583,7 +590,7 @@ def main() -> None:
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DB_URL": fresh_db_url()}  # nothing kept from a past run
     env.pop("PANDA_DASK_SCHEDULER", None)
     if args.scheduler:
         env["PANDA_DASK_SCHEDULER"] = args.scheduler
