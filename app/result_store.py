@@ -13,8 +13,8 @@ to a shared database must not be able to run code in the servers).
 Which: results that do not depend on how long they were allowed to run. Mechanisms whose LP stopped at a time
 limit (an unsolved optimal LP, an unsolved LP on cells) stay in the process's memory cache only; the optimal LP
 is kept once it is certified to :data:`GAP_TARGET` (its time limit is then left out of the key, so a prepared
-optimum serves every page that asks for it, whatever time limit that page has). A curve is kept when every
-point solved.
+optimum serves every page that asks for it, whatever time limit that page has; the other LPs likewise, kept
+only when solved). A curve is kept when every point solved.
 
 Bounded: at most ``PANDA_RESULTS_MAX_MB`` (default 2048) MB of payloads; past it the least recently used go
 first. A read refreshes an entry's use time at most every :data:`TOUCH_EVERY` (a write per read would make
@@ -232,8 +232,8 @@ def stats(*, url: str | None = None) -> dict:
 
 
 def mechanism_key_inputs(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> list:
-    """The inputs a mechanism is kept under: the optimal LP's time limit is left out (see the module's notes)."""
-    opts = [list(o) for o in options if not (name == "lp" and o[0] == "time_limit_s")]
+    """The inputs a mechanism is kept under: an LP's time limit is left out (only solved LPs are kept)."""
+    opts = [list(o) for o in options if not (name in TIME_LIMITED and o[0] == "time_limit_s")]
     return [list(instance_key), name, float(epsilon_per_km), opts]
 
 
@@ -300,12 +300,9 @@ def get_mechanism(
 # --- curves ---
 
 
-def curve_key_inputs(
-    instance_key: tuple, method: str, epsilons: tuple, panda_items: tuple, seed: int, lp_time_limit_s: float
-) -> list:
-    """A curve's inputs (the optimal LP's time limit left out: only complete curves are kept)."""
-    limit = None if method == "lp" else float(lp_time_limit_s)
-    return [list(instance_key), method, [float(e) for e in epsilons], _plain(panda_items), int(seed), limit]
+def curve_key_inputs(instance_key: tuple, method: str, epsilons: tuple, panda_items: tuple, seed: int) -> list:
+    """A curve's inputs. No time limit: only complete curves are kept, and a solved point does not depend on it."""
+    return [list(instance_key), method, [float(e) for e in epsilons], _plain(panda_items), int(seed)]
 
 
 def curve_complete(rows: list[dict]) -> bool:

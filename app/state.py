@@ -27,7 +27,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 import panda
-from app import result_store
+from app import result_store, views
 from app.params import parse_source
 from panda.execution import HIGH, LOW, Executor, close_executor, default_n_workers, get_executor
 
@@ -131,21 +131,7 @@ def instance(
     ``prior``: a name of :data:`panda.instance.PRIORS`, or ``csv:<id>`` for uploaded places
     (:func:`panda.priors.save_places_upload`), snapped to the network.
     """
-    net = network(source)
-    prior_arg: str | np.ndarray = prior
-    if prior.startswith("csv:"):
-        places = panda.priors.load_places_upload(prior.partition(":")[2])
-        prior_arg = panda.poi_weights(net, places.lon, places.lat, weights=places.weight)
-    return panda.make_instance(
-        net,
-        n_records=n_records,
-        n_users=n_users,
-        n_outputs=n_outputs,
-        n_tasks=min(int(n_tasks), int(n_records)),
-        loss=loss,
-        prior=prior_arg,
-        seed=seed,
-    )
+    return views.build_instance(network(source), n_records, n_users, n_outputs, seed, loss, n_tasks, prior)
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
@@ -320,8 +306,6 @@ def mechanism_numbers(instance_key: tuple, name: str, epsilon_per_km: float, opt
     Plain values only. A sampled estimate (``details["estimated"]``) is not audited: an exact audit
     of sampling noise would report violations the mechanism does not have.
     """
-    from panda.audit import adversary_error_m, audit_mechanism
-
     mech = baseline(instance_key, name, epsilon_per_km, options)
     out: dict[str, Any] = {"status": mech.status, "audited": False, "loss_m": float(mech.loss_m)}
     if mech.matrix is None:
@@ -330,18 +314,7 @@ def mechanism_numbers(instance_key: tuple, name: str, epsilon_per_km: float, opt
     kept = result_store.get_value("numbers", inputs)
     if kept is not None and kept[0].get("loss_m") == out["loss_m"]:  # the numbers of this very matrix
         return kept[0]
-    inst = instance(*instance_key)
-    out["adversary_error_m"] = float(adversary_error_m(mech.matrix, inst.prior, inst.d_km * 1000.0))
-    if mech.details.get("estimated"):
-        return out
-    aud = audit_mechanism(mech.matrix, inst.d_km, float(epsilon_per_km))
-    out.update(
-        audited=True,
-        passed=bool(aud.passed),
-        violation_rate=float(aud.violation_rate),
-        epsilon_min_per_km=float(aud.epsilon_min_per_km),
-        scope=str(aud.scope),
-    )
+    out = views.mechanism_numbers_of(instance(*instance_key), mech, epsilon_per_km)
     if result_store.keepable(name, mech):
         result_store.put_value("numbers", inputs, out, prepared=bool(mech.details.get("prepared")))
     return out
@@ -409,7 +382,7 @@ def tradeoff_method(
     _progress: Callable[[str, float], None] | None = None,
 ) -> list[dict]:
     """One method's curve rows (panda.tradeoff.tradeoff_curve), on a worker (a long job); raises JobError."""
-    inputs = result_store.curve_key_inputs(instance_key, method, epsilons, panda_items, seed, lp_time_limit_s)
+    inputs = result_store.curve_key_inputs(instance_key, method, epsilons, panda_items, seed)
     kept = result_store.get_value("curve", inputs)
     if kept is not None:  # a complete curve computed before (or prepared)
         return [dict(r, prepared=kept[2]) for r in kept[0]]

@@ -113,9 +113,9 @@ def test_curves_are_kept_only_when_every_point_solved(url):
     assert rs.curve_complete(rows)
     assert not rs.curve_complete([*rows, {"outcome": "time limit"}])
     assert not rs.curve_complete([])
-    inputs = rs.curve_key_inputs(KEY, "lp", (1.0, 2.0), (), 0, 20.0)
-    assert inputs == rs.curve_key_inputs(KEY, "lp", (1.0, 2.0), (), 0, 600.0)  # the LP's limit is not in the key
-    assert inputs != rs.curve_key_inputs(KEY, "em", (1.0, 2.0), (), 0, 20.0)
+    inputs = rs.curve_key_inputs(KEY, "lp", (1.0, 2.0), (), 0)
+    assert inputs != rs.curve_key_inputs(KEY, "em", (1.0, 2.0), (), 0)
+    assert inputs != rs.curve_key_inputs(KEY, "lp", (1.0, 2.0, 5.0), (), 0)
     rs.put_value("curve", inputs, rows)
     doc, _, prepared = rs.get_value("curve", inputs)
     assert doc[0]["loss_m"] == 12.5 and math.isnan(doc[0]["lower_bound_m"]) and prepared is False
