@@ -14,8 +14,9 @@ attacker's error (m), or both as two stacked panels sharing the eps axis (``metr
 * the marker says what the exact audit found: filled circle = passed, hollow circle = failed,
   filled diamond = not audited (a sampled estimate, e.g. planar Laplace by sampling); a grey key
   in the legend explains the three;
-* where the optimal LP did not solve in time, its proven lower bound (weak duality from its last
-  relaxation, as :func:`panda.mechanisms.build_lp` reports it) as hollow up-pointing
+* where the optimal LP did not solve in time, its proven lower bound on every eps-mDP mechanism over
+  these outputs (weak duality from its last relaxation with the LP's floor taken out: ``lower_bound_m``
+  of :func:`panda.mechanisms.build_lp`, never the floored LP's own bound) as hollow up-pointing
   triangles labelled "LP ≥ B m" on a wide translucent band joining neighbouring bounds (loss panel
   only), and, where it returned an audited mechanism all the same, a down-pointing triangle at that
   mechanism's loss joined to the bound by a dotted line; an unsolved point without a bound shows
@@ -228,7 +229,7 @@ def _bound_label_positions(xs: list[float], ys: list[float | None]) -> list[str]
 
 
 def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, where: dict, show_legend: bool) -> None:
-    """The optimal LP's certified lower bounds where it did not solve: a band with labelled triangles."""
+    """The optimal LP's proven lower bounds (on every ε-mDP mechanism) where it did not solve: a band, labelled ▲."""
     xs, ys, text, hover, custom = [], [], [], [], []
     for r in pts:
         bound = r.get("lower_bound_m")
@@ -240,7 +241,6 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
             custom.append([float(r["epsilon_per_km"]), "lp-bound"])
             continue
         limit = r.get("time_s", float("nan"))
-        slack = r.get("floor_slack_m", float("nan"))
         xs.append(float(r["epsilon_per_km"]))
         ys.append(float(bound))
         text.append(f"LP ≥ {fmt_m(float(bound))}")
@@ -248,13 +248,12 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
             f"<b>{label}</b>: not solved in {limit:.0f} s" if _finite(limit) else f"<b>{label}</b>: not solved",
             f"ε = {r['epsilon_per_km']:g} /km",
             f"no mechanism can do better than {fmt_m(float(bound))}",
-            "(proven by the LP's last relaxation, weak duality)",
+            "(proven by weak duality from the LP's last relaxation,",
+            "for every ε-geo-indistinguishable mechanism over these outputs)",
         ]
         best = r.get("loss_m", float("nan"))
         if _finite(best):
             lines.append(f"best exactly audited mechanism found: {fmt_m(float(best))} (▼)")
-        if _finite(slack):
-            lines.append(f"strictly: ≥ {fmt_m(float(bound) - float(slack))} without the LP's 1e-6 floor")
         lines.append("click to set ε")
         hover.append("<br>".join(lines))
         custom.append([float(r["epsilon_per_km"]), "lp-bound"])
@@ -558,7 +557,7 @@ def tradeoff_notes(rows: Sequence[Mapping], labels: Mapping[str, str] | None = N
                 found = [r for r in bounds if _finite(r.get("loss_m"))]
                 notes.append(
                     f"{label} not solved within its time limit where marked ▲: no mechanism can do better than {text} "
-                    "(proven by its last relaxation)"
+                    "(proven by its last relaxation, for every ε-geo-indistinguishable mechanism over these outputs)"
                     + (
                         "; ▼ marks the best exactly audited mechanism it found, so the optimum lies between the two."
                         if found

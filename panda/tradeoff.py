@@ -36,11 +36,14 @@ the same instance and measures, per point (one dict per (method, eps), keys :dat
     two ends). PAnDA's ``epsilon_min_per_km`` is ``nan``: PmDP has no single effective budget.
 ``lower_bound_m``
     For the optimal LP (``"lp"``) when it did not finish: the proven lower bound that
-    :func:`panda.mechanisms.build_lp` reports (weak duality from its last relaxation), also when it
-    returns its best audited mechanism (then ``loss_m`` is that mechanism's: the optimum lies between
-    the two). ``nan`` when solved or when no round finished.
-    Strictly, an eps-mDP mechanism over these outputs without the floor can be lower by at most
-    ``floor_slack_m`` (``eta * M * max cost``, the LP's ``cost_bound_m``).
+    :func:`panda.mechanisms.build_lp` reports on *every* eps-mDP mechanism over these outputs, with
+    or without the LP's floor (its ``lower_bound_m``: weak duality from its last relaxation, the
+    floor taken out), also when it returns its best audited mechanism (then ``loss_m`` is that
+    mechanism's: the optimum lies between the two). ``nan`` when solved or when no round finished.
+``floor_slack_m``
+    For the optimal LP: the floor's cost bound ``eta * M * max cost`` (the LP's ``cost_bound_m``): a
+    solved point's ``loss_m`` (a mechanism with every entry ``>= eta``) lies at most this above the
+    optimum over every eps-mDP mechanism.
 ``status``, ``outcome``
     The builder's status, or why the point has none: ``outcome`` is ``"solved"``, ``"time limit"``,
     ``"failed"`` (an exception or a solver failure: the row carries it, nothing is raised) or
@@ -271,8 +274,9 @@ def _point(
     if method == "lp":
         row["floor_slack_m"] = float(mech.details.get("cost_bound_m", float("nan")))
         if not mech.solved:
-            # The certified method's proven bound, also when it returns its best audited matrix.
-            bound = mech.details.get("lower_bound_m", mech.details.get("row_generation", {}).get("lower_bound"))
+            # The proven bound on every eps-mDP mechanism (not the floored LP's own bound, which can
+            # lie above the optimum), also when it returns its best audited matrix.
+            bound = mech.details.get("lower_bound_m")
             row["lower_bound_m"] = float(bound) if bound is not None else float("nan")
     try:
         _measure(row, method, instance, mech, audit_sample_pairs, seed)

@@ -209,7 +209,8 @@ def _baseline_rows(key: str) -> _Rows:
                 "linear program large). Try fewer places K in the sidebar, or another mechanism."
             )
             details = mech.details if isinstance(mech.details, dict) else {}
-            bound = (details.get("row_generation") or {}).get("lower_bound")
+            # build_lp's bound on every eps-mDP mechanism (not the floored LP's own, which can exceed it).
+            bound = details.get("lower_bound_m") if key == "lp" else None
             if bound is not None and math.isfinite(float(bound)):
                 out.problem += (
                     f" What is proven so far: no mechanism can have an average error (over all places) below "
@@ -221,8 +222,10 @@ def _baseline_rows(key: str) -> _Rows:
     out.matrix = mech.matrix
     out.row_a, out.row_b = mech.matrix[a], mech.matrix[b]
     details = mech.details if isinstance(mech.details, dict) else {}
+    # lower_bound_m and gap: against every eps-mDP mechanism, with or without the LP's floor.
     gap, upper, lower = details.get("gap"), details.get("upper_bound_m"), details.get("lower_bound_m")
-    if not mech.solved and gap is not None and upper is not None and lower is not None:
+    finite = all(v is not None and math.isfinite(float(v)) for v in (gap, upper, lower))
+    if key == "lp" and not mech.solved and finite:
         # The certified optimal LP stopped at its time limit: a feasible mechanism with a proven gap.
         out.note = (
             f"{label}: not proven optimal within {LP_TIME_LIMIT_S:.0f} s. Shown: the best mechanism found, exactly "

@@ -10,7 +10,9 @@ The LP::
 With the floor ``eta > 0`` every pair with ``exp(eps d) eta >= 1`` holds by the bounds alone
 (``z[x, y] <= 1 <= exp(eps d) eta <= exp(eps d) z[x', y]``) and is left out exactly: only pairs
 closer than ``ln(1 / eta) / eps`` km are written. The floor costs at most
-``eta * M * max cost`` (metres) against the LP without it (``cost_bound_m`` in ``details``).
+``eta * M * max cost`` (metres) against the LP without it (``cost_bound_m`` in ``details``), so a
+lower bound on the floored LP is *not* a lower bound on every eps-mDP mechanism: ``details``
+reports the one that is as ``lower_bound_m`` (:func:`bound_without_floor`).
 
 A greedy ``t``-spanner (``spanner_dilation = t > 1``) shrinks the pairs further: constraints only
 on spanner edges, with exponent ``eps d / t``. For a pair ``(x, x')`` the spanner holds a path of
@@ -44,7 +46,7 @@ from panda.mechanisms.base import MechanismResult, check_epsilon
 from panda.mechanisms.em import em_matrix
 from panda.optimal import OptimalResult, solve_optimal
 
-__all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta", "LP_METHODS"]
+__all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta", "bound_without_floor", "LP_METHODS"]
 
 
 def check_eta(eta: object, m: int, where: str) -> float:
@@ -53,6 +55,42 @@ def check_eta(eta: object, m: int, where: str) -> float:
         msg = f"The 'eta' parameter of {where} must be a float in [0, 1/M) = [0, {1.0 / m:.3g}). Got {eta!r} instead."
         raise ValueError(msg)
     return float(eta)
+
+
+def bound_without_floor(floored_bound: float, cost: np.ndarray, eta: float) -> float:
+    """Turn a lower bound on the floored LP into one on every eps-mDP mechanism over the same outputs.
+
+    Parameters
+    ----------
+    floored_bound
+        A lower bound ``L`` on the optimum ``P_eta`` of the LP over *all* record pairs with every
+        entry ``>= eta`` (not a spanner's restriction: its optimum is not below ``P_eta``).
+    cost
+        ``(K, M)`` objective coefficients, ``prior[x] * cost_m[x, y]``.
+    eta
+        The floor, ``0 <= eta < 1 / M``.
+
+    Returns
+    -------
+    float
+        ``(L - eta S) / (1 - M eta)`` with ``S = sum(cost)``: at most the optimum ``P_0`` over every
+        eps-mDP mechanism with outputs ``Y`` (no floor).
+
+    Notes
+    -----
+    Let ``z`` be any eps-mDP mechanism (rows sum to 1, ``z >= 0``) and ``theta = M eta < 1``. The
+    mix with the uniform mechanism ``z' = (1 - theta) z + theta / M`` has rows summing to 1, every
+    entry ``>= theta / M = eta``, and keeps every pair row: ``z'[x, y] = (1 - theta) z[x, y] + eta
+    <= (1 - theta) e^{eps d} z[x', y] + eta <= e^{eps d} z'[x', y]`` as ``e^{eps d} >= 1``. So ``z'``
+    is feasible for the floored LP and ``L <= P_eta <= cost . z' = (1 - theta) cost . z + eta S``;
+    at the optimal ``z``, ``P_0 >= (L - eta S) / (1 - M eta)``. Since ``S <= M max cost_m`` and
+    ``P_0 >= 0``, this is at least ``L - cost_bound_m`` (``eta M max cost_m``): the floored LP's
+    optimum lies at most the floor's cost bound above ``P_0``, and can lie above it (issue 28:
+    Liechtenstein, K = 22, 1.5/km, floored bound 423.149 m against the optimum 423.095 m).
+    """
+    c = np.asarray(cost, dtype=float)
+    m = c.shape[1]
+    return float((float(floored_bound) - eta * float(c.sum())) / (1.0 - m * eta))
 
 
 def greedy_spanner(
@@ -293,10 +331,24 @@ def build_lp(
 
     Notes
     -----
-    ``details`` always has ``upper_bound_m`` (the loss of the returned, exactly eps-mDP matrix),
-    ``lower_bound_m`` (a proven lower bound on the optimum of the LP with the floor ``eta``),
-    ``lower_bound_no_floor_m`` (the same without the floor, when known), ``gap`` and
-    ``certificate`` (how each bound was obtained).
+    ``details`` always has
+
+    * ``upper_bound_m``: the loss of the returned, exactly eps-mDP matrix (``nan`` without one);
+    * ``lower_bound_m``: a proven lower bound on the loss of *every* eps-mDP mechanism over these
+      outputs, with or without the floor: the claim "no mechanism can do better". Certified
+      method: the larger of the weak-duality bound without the floor (``lower_bound_no_floor_m``,
+      the same multipliers with ``eta`` taken as 0) and :func:`bound_without_floor` of the floored
+      LP's bound. Exact method: :func:`bound_without_floor` of the floored LP's optimum (HiGHS,
+      exact up to its tolerances) or of the last finished round's; ``nan`` with a spanner (its LP
+      is a restriction: its optimum is no bound on the full LP's);
+    * ``lower_bound_floored_lp_m``: the bound on the LP actually solved (the floor ``eta``; with a
+      spanner, its restriction). It can exceed the optimum over every mechanism by up to the
+      floor's cost (``cost_bound_m``); never show it as a bound on every mechanism;
+    * ``gap``: ``(upper_bound_m - lower_bound_m) / upper_bound_m``, against every mechanism, and
+      ``gap_floored_lp`` against the floored LP's bound. The status ``"solved"`` means the floored
+      LP reached the gap target (``gap_floored_lp <= gap``, or no violated row left); ``gap`` can
+      be larger by the floor's cost;
+    * ``certificate``: how each bound was obtained.
     """
     eps = check_epsilon(epsilon_per_km, "build_lp")
     eta = check_eta(eta, instance.n_outputs, "build_lp")
@@ -405,6 +457,14 @@ def _build_certified(
     def finite(value: float) -> float:
         return float(value) if np.isfinite(value) else float("nan")  # nan: no bound of that kind yet
 
+    # The bound on every eps-mDP mechanism (with or without the floor): the floor-free dual bound,
+    # or the floored LP's bound less the floor's cost (bound_without_floor), whichever is larger.
+    candidates = [v for v in (res.lower_bound_no_floor, res.lower_bound) if np.isfinite(v)]
+    if np.isfinite(res.lower_bound):
+        candidates[-1] = bound_without_floor(res.lower_bound, cost, eta)
+    lower = max(candidates) if candidates else float("nan")
+    upper = finite(res.upper_bound)
+    honest_gap = (upper - lower) / upper if np.isfinite(upper) and np.isfinite(lower) and upper > 0 else float("nan")
     details = {
         "method": "certified",
         "n_pairs_total": k * (k - 1),
@@ -414,9 +474,11 @@ def _build_certified(
         "cost_bound_m": float(eta * instance.n_outputs * instance.cost_m.max()),
         "objective_m": finite(res.upper_bound),
         "upper_bound_m": finite(res.upper_bound),
-        "lower_bound_m": finite(res.lower_bound),
+        "lower_bound_m": lower,
         "lower_bound_no_floor_m": finite(res.lower_bound_no_floor),
-        "gap": finite(res.gap),
+        "lower_bound_floored_lp_m": finite(res.lower_bound),
+        "gap": honest_gap,
+        "gap_floored_lp": finite(res.gap),
         "gap_target": gap,
         "stop_reason": res.reason,
         "certificate": {
@@ -424,7 +486,9 @@ def _build_certified(
             f"({repair.get('kind', 'none')}; largest log-ratio excess before it "
             f"{repair.get('max_log_excess_before', 0.0):.2g})",
             "lower": "weak duality: row-sum duals and pair-row duals (>= 0) of the last relaxation, "
-            "sum(u) + sum(min(eta rc, rc)) over every entry (rows not in the LP have multiplier 0)",
+            "sum(u) + sum(min(eta rc, rc)) over every entry (rows not in the LP have multiplier 0) bounds the "
+            "floored LP (lower_bound_floored_lp_m); lower_bound_m, on every eps-mDP mechanism over these outputs, "
+            "is the larger of sum(u) + sum(min(rc, 0)) (no floor) and (floored bound - eta sum(cost)) / (1 - M eta)",
         },
         "repair": repair,
         "lp_rows": res.rounds[-1]["rows"] if res.rounds else 0,
@@ -454,13 +518,15 @@ def _build_certified(
         return finish("lp", eps, instance, res.matrix, "solved", t0, details)
     elapsed = time.perf_counter() - t0
     if res.matrix is None:
-        bound = f"; loss >= {res.lower_bound:.1f} m" if np.isfinite(res.lower_bound) else ""
+        bound = f"; loss >= {lower:.1f} m" if np.isfinite(lower) else ""
         why = "time limit" if res.reason == "time limit" else res.reason
         return finish("lp", eps, instance, None, f"unsolved: {why} after {elapsed:.1f} s{bound}", t0, details)
     where = "at time limit" if res.reason == "time limit" else f"({res.reason})"
     status = (
-        f"unsolved: gap {100 * res.gap:.1f} % {where} after {elapsed:.1f} s "
-        f"(loss {res.upper_bound:.1f} m, bound {res.lower_bound:.1f} m)"
+        f"unsolved: gap {100 * honest_gap:.1f} % {where} after {elapsed:.1f} s "
+        f"(loss {res.upper_bound:.1f} m, bound {lower:.1f} m)"
+        if np.isfinite(honest_gap)
+        else f"unsolved: no bound {where} after {elapsed:.1f} s (loss {res.upper_bound:.1f} m)"
     )
     return finish("lp", eps, instance, res.matrix, status, t0, details)
 
@@ -512,24 +578,38 @@ def _build_exact(
     }
     if "row_generation" in res.extra:
         details["row_generation"] = res.extra["row_generation"]
+
+    def every_mechanism(floored: float) -> float:
+        """Return a bound on every eps-mDP mechanism from one on the LP solved (none from a spanner restriction)."""
+        if spanner_dilation is not None or not np.isfinite(floored):
+            return float("nan")
+        return bound_without_floor(floored, cost, eta)
+
     if not res.success or res.z is None:
-        details.update(lower_bound_m=details.get("row_generation", {}).get("lower_bound", float("nan")))
-        details.update(upper_bound_m=float("nan"), gap=float("nan"))
+        # Every round is a relaxation of the floored LP: its optimum bounds the LP's from below.
+        floored = float(details.get("row_generation", {}).get("lower_bound", float("nan")))
+        bound = every_mechanism(floored)
+        details.update(lower_bound_m=bound, lower_bound_floored_lp_m=floored)
+        details.update(upper_bound_m=float("nan"), gap=float("nan"), gap_floored_lp=float("nan"))
         status = unsolved_status(res.lp.status, time.perf_counter() - t0)
-        bound = details.get("row_generation", {}).get("lower_bound", float("nan"))
-        if np.isfinite(bound):  # every round is a relaxation: its optimum bounds the LP's from below
+        if np.isfinite(bound):
             status += f"; loss >= {bound:.1f} m (last finished round)"
         return finish("lp", eps, instance, None, status, t0, details)
     matrix, details["repair"] = repair_mdp(res.z, instance.d_km, eps)
     loss = float((cost * matrix).sum())
-    lower = float(res.lp.objective)  # the floored LP's optimum (HiGHS tolerances)
+    floored = min(float(res.lp.objective), loss)  # the floored LP's optimum (HiGHS tolerances)
+    lower = every_mechanism(floored)
     details.update(
         upper_bound_m=loss,
-        lower_bound_m=min(lower, loss),
-        gap=max(loss - lower, 0.0) / loss if loss > 0 else 0.0,
+        lower_bound_m=lower,
+        lower_bound_floored_lp_m=floored,
+        gap=max(loss - lower, 0.0) / loss if loss > 0 and np.isfinite(lower) else (0.0 if loss == 0 else float("nan")),
+        gap_floored_lp=max(loss - floored, 0.0) / loss if loss > 0 else 0.0,
         certificate={
             "upper": "loss of the returned matrix, exactly eps-mDP after repair_mdp",
-            "lower": "optimum reported by HiGHS for the floored LP (exact up to its tolerances)",
+            "lower": "optimum reported by HiGHS for the floored LP (exact up to its tolerances): "
+            "lower_bound_floored_lp_m; lower_bound_m, on every eps-mDP mechanism over these outputs, is "
+            "(it - eta sum(cost)) / (1 - M eta) (nan with a spanner: its LP is a restriction, no bound)",
         },
     )
     return finish("lp", eps, instance, matrix, "solved", t0, details)
