@@ -241,9 +241,9 @@ def keepable(name: str, mech: Any) -> bool:
     """Whether a built mechanism may be kept: one that no time limit cut short."""
     if mech.matrix is None:
         return False
-    if name == "lp":
+    if name == "lp":  # certified: the gap against every mechanism (build_lp's honest gap), not the status
         gap = (mech.details or {}).get("gap")
-        return mech.status.startswith("solved") or (gap is not None and math.isfinite(gap) and gap <= GAP_TARGET)
+        return gap is not None and math.isfinite(gap) and gap <= GAP_TARGET
     if name in TIME_LIMITED:
         return mech.status.startswith("solved")
     return True

@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` without the package install
 
 import streamlit as st  # noqa: E402
 
-from app import malloc, sidebar, state, style  # noqa: E402
+from app import malloc, prepare_ui, sidebar, state, style  # noqa: E402
 from app.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
 
 # The server's memory stays level over a lesson (once per process; see app/malloc.py).
@@ -63,6 +63,9 @@ PAGE_KEYS = {id(p): key for p, key in zip(pages, ("lesson", "explore", "learn", 
 params = sidebar.render(page_loss=PAGE_LOSS.get(PAGE_KEYS.get(id(page), ""), DEFAULT_PAGE_LOSS))
 st.session_state["params"] = params
 sidebar.write_query(params)
+if PRESENTING:  # the lecturer prepares the view before the class (python -m panda prepare, in the background)
+    with st.sidebar:
+        prepare_ui.panel(params, PAGE_KEYS.get(id(page), "lesson"))
 for problem in st.session_state.pop("query_problems", None) or []:
     st.toast(f"Link parameter {problem}", icon=":material/link_off:")
 

@@ -232,6 +232,13 @@ def _baseline_rows(key: str) -> _Rows:
             f"ε-geo-indistinguishable, average error {fmt_m(float(upper))}; no mechanism can go below "
             f"{fmt_m(float(lower))} (gap {100 * float(gap):.1f} %)."
         )
+    elif key == "lp" and finite:
+        out.note = (
+            f"{label}: optimal (gap ≤ {max(100 * float(gap), 0.01):.2f} %): average error {fmt_m(float(upper))}, and "
+            f"no mechanism can go below {fmt_m(float(lower))}."
+        )
+    if details.get("prepared"):
+        out.note = (out.note + " " if out.note else "") + "Prepared before the lecture (python -m panda prepare)."
     out.estimated = bool(isinstance(mech.details, dict) and mech.details.get("estimated"))
     return out
 
