@@ -301,8 +301,13 @@ def get_mechanism(
 
 
 def curve_key_inputs(instance_key: tuple, method: str, epsilons: tuple, panda_items: tuple, seed: int) -> list:
-    """A curve's inputs. No time limit: only complete curves are kept, and a solved point does not depend on it."""
-    return [list(instance_key), method, [float(e) for e in epsilons], _plain(panda_items), int(seed)]
+    """A curve's inputs: what its points depend on.
+
+    No time limit (only complete curves are kept, and a solved point does not depend on it); PAnDA's settings
+    only for PAnDA's curves, and never the view's own ε (each point sets its own, panda.compare._build).
+    """
+    items = [list(kv) for kv in panda_items if kv[0] != "epsilon_per_km"] if method.startswith("panda") else []
+    return [list(instance_key), method, [float(e) for e in epsilons], _plain(items), int(seed)]
 
 
 def curve_complete(rows: list[dict]) -> bool:

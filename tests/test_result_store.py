@@ -116,6 +116,13 @@ def test_curves_are_kept_only_when_every_point_solved(url):
     inputs = rs.curve_key_inputs(KEY, "lp", (1.0, 2.0), (), 0)
     assert inputs != rs.curve_key_inputs(KEY, "em", (1.0, 2.0), (), 0)
     assert inputs != rs.curve_key_inputs(KEY, "lp", (1.0, 2.0, 5.0), (), 0)
+    # The view's own eps is no input of a curve; PAnDA's other settings are, for PAnDA's curves only.
+    a = (("delta", 1e-7), ("epsilon_per_km", 5.0))
+    b = (("delta", 1e-7), ("epsilon_per_km", 2.0))
+    c = (("delta", 1e-5), ("epsilon_per_km", 5.0))
+    assert rs.curve_key_inputs(KEY, "panda-e", (1.0,), a, 0) == rs.curve_key_inputs(KEY, "panda-e", (1.0,), b, 0)
+    assert rs.curve_key_inputs(KEY, "panda-e", (1.0,), a, 0) != rs.curve_key_inputs(KEY, "panda-e", (1.0,), c, 0)
+    assert rs.curve_key_inputs(KEY, "em", (1.0,), a, 0) == rs.curve_key_inputs(KEY, "em", (1.0,), c, 0)
     rs.put_value("curve", inputs, rows)
     doc, _, prepared = rs.get_value("curve", inputs)
     assert doc[0]["loss_m"] == 12.5 and math.isnan(doc[0]["lower_bound_m"]) and prepared is False
