@@ -8,7 +8,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends chromium fonts-
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 COPY . .
-RUN useradd --create-home --uid 1000 panda && mkdir -p /app/data/cache && chown -R panda /app/data/cache
+# The class database and result store (app/game/store.py): a folder the server may write (mount a volume there
+# to keep rounds and prepared views across containers), or PANDA_DB_URL for a PostgreSQL.
+ENV PANDA_DB_URL=sqlite:////app/data/db/class.db
+RUN useradd --create-home --uid 1000 panda && mkdir -p /app/data/cache /app/data/db \
+    && chown -R panda /app/data/cache /app/data/db
 USER panda
 # Compile the optimal LP's PDHG steps into numba's cache now: the first solve then loads them (0.4 s).
 RUN python -c "from panda._pdhg_blocks import warm_up; warm_up()"
