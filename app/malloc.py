@@ -97,19 +97,26 @@ def start_trimmer(interval_s: float = TRIM_INTERVAL_S) -> bool:
             return True
         if _glibc() is None:
             return False
-        stop = threading.Event()
-
-        def loop() -> None:
-            while not stop.wait(interval_s):
-                try:
-                    trim()
-                except Exception:  # noqa: BLE001 (never take the server down for this)
-                    log.debug("malloc_trim failed", exc_info=True)
-
-        thread = threading.Thread(target=loop, name="panda-malloc-trim", daemon=True)
-        thread.start()
-        _state["trimmer"] = (thread, stop)
+        _state["trimmer"] = _every(interval_s, interval_s, trim, "panda-malloc-trim")
         return True
+
+
+def _every(first_s: float, interval_s: float, fn, name: str) -> tuple:  # noqa: ANN001 (a callable)
+    """A daemon thread calling ``fn()`` after ``first_s`` seconds, then every ``interval_s``; its errors are logged."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        wait = first_s
+        while not stop.wait(wait):
+            wait = interval_s
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 (never take the server down for this)
+                log.debug("%s failed", name, exc_info=True)
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    return thread, stop
 
 
 def refreeze() -> int:
@@ -125,18 +132,5 @@ def start_gc_freezer(interval_s: float = FREEZE_INTERVAL_S) -> bool:
     with _lock:
         if "freezer" in _state:
             return False
-        stop = threading.Event()
-
-        def loop() -> None:
-            wait = min(FIRST_FREEZE_S, interval_s)
-            while not stop.wait(wait):
-                wait = interval_s
-                try:
-                    refreeze()
-                except Exception:  # noqa: BLE001 (never take the server down for this)
-                    log.debug("gc refreeze failed", exc_info=True)
-
-        thread = threading.Thread(target=loop, name="panda-gc-freeze", daemon=True)
-        thread.start()
-        _state["freezer"] = (thread, stop)
+        _state["freezer"] = _every(min(FIRST_FREEZE_S, interval_s), interval_s, refreeze, "panda-gc-freeze")
         return True
