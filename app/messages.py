@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["plain_error", "short_status", "looks_technical"]
+__all__ = ["plain_error", "short_status", "looks_technical", "plain"]
 
 #: "ValueError: ", "panda.errors.OfflineError: " ... at the start of a relayed message.
 _CLASS_PREFIX = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Timeout|Exit|Interrupt)):\s*")
@@ -140,3 +140,13 @@ def short_status(status: str) -> tuple[str, str]:
     if not text:
         return "—", ""
     return "failed", text
+
+
+#: Characters Streamlit's markdown gives a meaning to (links, images, emphasis, code, headings, HTML, tables).
+_MARKDOWN = set("\\`*_{}[]()<>#+-.!|~:$")
+
+
+def plain(text: str) -> str:
+    """``text`` shown literally by Streamlit's markdown: every markup character escaped (no link, image or
+    emphasis can come from a value in a link)."""
+    return "".join("\\" + c if c in _MARKDOWN else c for c in str(text))

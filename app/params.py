@@ -287,13 +287,13 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         try:
             value = cast(float(raw)) if cast is int else cast(raw)
         except ValueError:
-            problems.append(f"'{key}={raw}' is not a number: ignored.")
+            problems.append(f"'{key}={_shown(raw)}' is not a number: ignored.")
             return
         except OverflowError:  # int(float("inf")): ?K=inf, ?seed=1e999
-            problems.append(f"'{key}={raw}' is outside [{low:g}, {high:g}]: ignored.")
+            problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
             return
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-            problems.append(f"'{key}={raw}' is outside [{low:g}, {high:g}]: ignored.")
+            problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
             return
         changes[field] = value
 
@@ -302,7 +302,7 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         if _FILE_ID.fullmatch(upload):
             changes["source"] = f"file:{upload}"
         else:
-            problems.append(f"'file={upload}' is not an uploaded file's id (16 hex digits): ignored.")
+            problems.append(f"'file={_shown(upload)}' is not an uploaded file's id (16 hex digits): ignored.")
     elif bbox:
         try:
             values = tuple(float(v) for v in bbox.split(","))
@@ -311,12 +311,13 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
             panda.BoundingBox(*values)
             changes["source"] = bbox_source(values)  # type: ignore[arg-type]
         except ValueError:
-            problems.append(f"'bbox={bbox}' is not a valid west,south,east,north box: ignored.")
+            problems.append(f"'bbox={_shown(bbox)}' is not a valid west,south,east,north box: ignored.")
     elif city:
         if city.lower() in panda.list_cities():
             changes["source"] = f"city:{city.lower()}"
         else:
-            problems.append(f"'city={city}' is not an embedded city ({', '.join(panda.list_cities())}): ignored.")
+            cities = ", ".join(panda.list_cities())
+            problems.append(f"'city={_shown(city)}' is not an embedded city ({cities}): ignored.")
     number("K", "n_records", int, *RANGES["n_records"])
     number("N", "n_users", int, *RANGES["n_users"])
     number("M", "n_outputs", int, *RANGES["n_outputs"])
@@ -327,7 +328,7 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         if decay in full:
             changes["decay"] = full[decay]
         else:
-            problems.append(f"'decay={decay}' is not one of e, p, l: ignored.")
+            problems.append(f"'decay={_shown(decay)}' is not one of e, p, l: ignored.")
     preset = get("preset")
     if preset is not None:
         if preset in PRESETS:
@@ -335,7 +336,7 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
             changes["preset"] = preset
             changes.update(preset_values(preset))
         else:
-            problems.append(f"'preset={preset}' is not one of {', '.join(PRESETS)}: ignored.")
+            problems.append(f"'preset={_shown(preset)}' is not one of {', '.join(PRESETS)}: ignored.")
     number("eps", "epsilon_per_km", float, *RANGES["epsilon_per_km"])
     raw_delta = get("delta")
     if raw_delta is not None:
@@ -345,7 +346,7 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
                 raise ValueError
             changes["delta"] = _nearest(DELTA_OPTIONS, d)
         except ValueError:
-            problems.append(f"'delta={raw_delta}' is not a probability in (0, 1): ignored.")
+            problems.append(f"'delta={_shown(raw_delta)}' is not a probability in (0, 1): ignored.")
     number("alpha", "alpha", float, *RANGES["alpha"])
     number("lambda", "lambda_per_km", float, *RANGES["lambda_per_km"])
     gamma = get("gamma")
@@ -359,7 +360,7 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
                     raise ValueError
                 changes["gamma_km"] = _nearest(GAMMA_OPTIONS, g)
             except ValueError:
-                problems.append(f"'gamma={gamma}' is not 'auto' or a distance in km: ignored.")
+                problems.append(f"'gamma={_shown(gamma)}' is not 'auto' or a distance in km: ignored.")
     number("Gamma", "neighbourhood_size", int, *RANGES["neighbourhood_size"])
     radius = get("radius")
     if radius is not None:
@@ -372,27 +373,28 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
                     raise ValueError
                 changes["constraint_radius_km"] = _nearest(RADIUS_OPTIONS, r)
             except ValueError:
-                problems.append(f"'radius={radius}' is not 'all' or a distance in km: ignored.")
+                problems.append(f"'radius={_shown(radius)}' is not 'all' or a distance in km: ignored.")
     lb = get("lb")
     if lb is not None:
         if lb in ("0", "1"):
             changes["lower_bound"] = lb == "1"
         else:
-            problems.append(f"'lb={lb}' must be 0 or 1: ignored.")
+            problems.append(f"'lb={_shown(lb)}' must be 0 or 1: ignored.")
     number("lbtime", "lp_time_limit_s", float, *RANGES["lp_time_limit_s"])
     loss = get("loss")
     if loss is not None:
         if loss in LOSS_OPTIONS:
             changes["loss"] = loss
         else:
-            problems.append(f"'loss={loss}' is not one of {', '.join(LOSS_OPTIONS)}: ignored.")
+            problems.append(f"'loss={_shown(loss)}' is not one of {', '.join(LOSS_OPTIONS)}: ignored.")
     number("tasks", "n_tasks", int, *RANGES["n_tasks"])
     prior = get("prior")
     if prior is not None:
         if prior in PRIOR_OPTIONS or UPLOAD_PRIOR.fullmatch(prior):
             changes["prior"] = prior
         else:
-            problems.append(f"'prior={prior}' is not one of {', '.join(PRIOR_OPTIONS)} or an uploaded file: ignored.")
+            known = ", ".join(PRIOR_OPTIONS)
+            problems.append(f"'prior={_shown(prior)}' is not one of {known} or an uploaded file: ignored.")
     return p.replace(**changes), problems
 
 
@@ -413,6 +415,16 @@ class PageParam(NamedTuple):
     session_key: str
     parse: Callable[[str], Any]
     format: Callable[[Any], str | None]
+
+
+#: The most characters of a link's value echoed back in a message.
+ECHO_MAX_CHARS = 40
+
+
+def _shown(value: object) -> str:
+    """A value from a link as a message may echo it: at most ECHO_MAX_CHARS characters, one line."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= ECHO_MAX_CHARS else text[: ECHO_MAX_CHARS - 1] + "…"
 
 
 def _parse_count(text: str) -> int:
@@ -611,7 +623,7 @@ def read_page_query(query: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]
         try:
             values[entry.session_key] = entry.parse(raw)
         except ValueError as exc:
-            problems.append(f"'{key}={raw}' {exc or 'is not valid'}: ignored.")
+            problems.append(f"'{key}={_shown(raw)}' {exc or 'is not valid'}: ignored.")
     return values, problems
 
 

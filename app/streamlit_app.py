@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` without the package install
 
 import streamlit as st  # noqa: E402
 
-from app import malloc, prepare_ui, sidebar, state, style  # noqa: E402
+from app import malloc, messages, prepare_ui, sidebar, state, style  # noqa: E402
 from app.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
 
 # The server's memory stays level over a lesson (once per process; see app/malloc.py).
@@ -67,6 +67,6 @@ if PRESENTING:  # the lecturer prepares the view before the class (python -m pan
     with st.sidebar:
         prepare_ui.panel(params, PAGE_KEYS.get(id(page), "lesson"))
 for problem in st.session_state.pop("query_problems", None) or []:
-    st.toast(f"Link parameter {problem}", icon=":material/link_off:")
+    st.toast(messages.plain(f"Link parameter {problem}"), icon=":material/link_off:")  # no markup from a link
 
 page.run()

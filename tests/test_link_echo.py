@@ -1,0 +1,40 @@
+"""Values a link carries are echoed back short and literal: no markup, no link, no image (issue 29, item 7)."""
+
+from __future__ import annotations
+
+import pytest
+from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: F401
+from markdown_it import MarkdownIt
+
+from app.messages import plain
+from app.params import ECHO_MAX_CHARS, from_query
+
+HOSTILE = [
+    "[Session expired: sign in again](https://example.invalid/login)",
+    "![x](https://example.invalid/pixel.png)",
+    "<img src=https://example.invalid/a.png>",
+    "**bold** _it_ `code` # head",
+    "x" * 20_000,
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_hostile_value_is_shown_literally_and_short(value):
+    _, problems = from_query({"city": value})
+    (problem,) = problems
+    assert len(problem) < ECHO_MAX_CHARS + 120
+    html = MarkdownIt("commonmark").render(plain(problem))
+    assert "<a " not in html and "<img" not in html and "<strong>" not in html and "<em>" not in html
+    assert "<code>" not in html and "<h1>" not in html
+    # What a reader sees is the text itself (up to the cut).
+    shown = " ".join(value.split())[: ECHO_MAX_CHARS - 1]
+    assert shown[:20] in MarkdownIt("commonmark").render(plain(problem)).replace("&lt;", "<").replace("&gt;", ">")
+
+
+def test_the_toast_of_a_hostile_link():
+    at = make_app(city=HOSTILE[0], K="x" * 5000)
+    run_ok(at)
+    toasts = [t.value for t in at.toast]
+    assert len(toasts) == 2 and all(len(t) < 300 for t in toasts), toasts
+    assert all("](" not in t.replace(r"\](", "") for t in toasts)  # a link's "](" only ever escaped
+    assert any(r"city=\[Session expired\: sign in again\]\(https\:" in t for t in toasts)  # literal, cut at 40
