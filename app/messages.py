@@ -142,11 +142,13 @@ def short_status(status: str) -> tuple[str, str]:
     return "failed", text
 
 
-#: Characters Streamlit's markdown gives a meaning to (links, images, emphasis, code, headings, HTML, tables).
-_MARKDOWN = set("\\`*_{}[]()<>#+-.!|~:$")
+#: Characters Streamlit's markdown gives a meaning to inside a line (links, images, emphasis, code, HTML, tables,
+#: maths, e-mail autolinks); "://" and "www." are broken up too, so no bare address becomes a link.
+_MARKDOWN = set("\\`*_{}[]()<>#+!|~$@")
 
 
 def plain(text: str) -> str:
-    """``text`` shown literally by Streamlit's markdown: every markup character escaped (no link, image or
-    emphasis can come from a value in a link)."""
-    return "".join("\\" + c if c in _MARKDOWN else c for c in str(text))
+    """``text`` shown literally by Streamlit's markdown, on one line: markup characters escaped (no link, image or
+    emphasis can come from a value in a link); ``.``, ``/``, ``=`` and quotes stay as they are."""
+    out = "".join("\\" + c if c in _MARKDOWN else c for c in " ".join(str(text).split()))
+    return out.replace("://", "\\://").replace("www.", "www\\.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: F401
 from markdown_it import MarkdownIt
@@ -11,6 +13,7 @@ from app.params import ECHO_MAX_CHARS, from_query
 
 HOSTILE = [
     "[Session expired: sign in again](https://example.invalid/login)",
+    "see https://example.invalid/a or www.example.invalid or mail x@example.invalid",
     "![x](https://example.invalid/pixel.png)",
     "<img src=https://example.invalid/a.png>",
     "**bold** _it_ `code` # head",
@@ -18,7 +21,7 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize("value", HOSTILE, ids=["link", "bare-addresses", "image", "img-tag", "emphasis", "long"])
 def test_a_hostile_value_is_shown_literally_and_short(value):
     _, problems = from_query({"city": value})
     (problem,) = problems
@@ -26,9 +29,12 @@ def test_a_hostile_value_is_shown_literally_and_short(value):
     html = MarkdownIt("commonmark").render(plain(problem))
     assert "<a " not in html and "<img" not in html and "<strong>" not in html and "<em>" not in html
     assert "<code>" not in html and "<h1>" not in html
+    # Bare addresses (which GitHub-flavoured renderers turn into links) are broken up.
+    text = plain(problem)
+    assert not re.search(r"(?<!\\)://", text) and "www." not in text and not re.search(r"(?<!\\)@", text)
     # What a reader sees is the text itself (up to the cut).
     shown = " ".join(value.split())[: ECHO_MAX_CHARS - 1]
-    assert shown[:20] in MarkdownIt("commonmark").render(plain(problem)).replace("&lt;", "<").replace("&gt;", ">")
+    assert shown[:20] in html.replace("&lt;", "<").replace("&gt;", ">")
 
 
 def test_the_toast_of_a_hostile_link():
@@ -37,4 +43,4 @@ def test_the_toast_of_a_hostile_link():
     toasts = [t.value for t in at.toast]
     assert len(toasts) == 2 and all(len(t) < 300 for t in toasts), toasts
     assert all("](" not in t.replace(r"\](", "") for t in toasts)  # a link's "](" only ever escaped
-    assert any(r"city=\[Session expired\: sign in again\]\(https\:" in t for t in toasts)  # literal, cut at 40
+    assert any(r"city=\[Session expired: sign in again\]\(https:" in t for t in toasts)  # literal, cut at 40
