@@ -112,13 +112,17 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def class_server(cluster):
-    """``PANDA_DASK_SCHEDULER=... streamlit run app`` on a free loopback port; stopped at teardown."""
+def class_server(cluster, tmp_path_factory):
+    """``PANDA_DASK_SCHEDULER=... streamlit run app`` on a free loopback port; stopped at teardown.
+
+    Its own, empty result store: what earlier tests computed must not spare the cluster its jobs.
+    """
     address, _ = cluster
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log = open(ARTIFACTS / "scale-out-streamlit.log", "wb")  # noqa: SIM115 (closed in the finally)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DASK_SCHEDULER": address}
+    db = f"sqlite:///{tmp_path_factory.mktemp('scale-out-db') / 'class.db'}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DASK_SCHEDULER": address, "PANDA_DB_URL": db}
     cmd = streamlit_cmd(port)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
