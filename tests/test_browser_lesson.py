@@ -323,6 +323,10 @@ def test_every_page_opened_by_its_link_fails_no_request_of_ours(server, browser)
             page.goto(f"{server}/{path}?eps=3", wait_until="domcontentloaded")
             page.locator("h1").filter(has_text=title).first.wait_for(timeout=180_000)
             _wait_idle(page, timeout_s=180)
+            # Streamlit's download buttons fetch their own /media/ URL to check it
+            # (``checkSourceUrlResponse`` in 1.67's DownloadButton); leaving the page before those
+            # answer aborts them: our navigation, not a failure of the server's. So wait for them.
+            page.wait_for_load_state("networkidle", timeout=60_000)
             assert page.locator('[data-testid="stException"]').count() == 0, f"exception on /{path}"
             assert "eps=3" in page.url, f"/{path} lost its link: {page.url}"
         probes = {f"{server}/{path}/{probe}" for path in SUB_PAGES for probe in STREAMLIT_PROBES}
