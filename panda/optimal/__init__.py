@@ -128,6 +128,11 @@ _LAST_ROUND_MIN = 0.25
 #: 5/km, 30 s, seeds 0-2: loss 268.56 / 264.45 / 290.03 m against 269.07 / 264.63 / 290.60 m.
 REPAIR_BY_COST = True
 
+#: ``solve_optimal(warm=...)``: the earlier run's multipliers are scaled by ``eps_from / eps``
+#: (``"inverse"``), its square root (``"sqrt"``) or not at all (``"none"``) before they start PDHG's
+#: dual (:mod:`panda.optimal.warm`; any multipliers give a valid bound: only the speed depends on it).
+WARM_DUAL_SCALE = "none"
+
 #: A left-out pair row counts as violated when ``z[s, y] - a z[x, y]`` exceeds this (absolute).
 SEPARATION_TOL = 1e-9
 
@@ -154,5 +159,6 @@ from panda.optimal.repair import (  # noqa: E402
 from panda.optimal.bound import best_pair_multipliers, dual_bound  # noqa: E402
 from panda.optimal.separation import _new_rows as _new_rows, _pair_matrix as _pair_matrix, separate_right  # noqa: E402
 from panda.optimal.steps import _pdhg_rounds as _pdhg_rounds, pdhg_round_steps  # noqa: E402
+from panda.optimal.warm import WarmStart as WarmStart  # noqa: E402
 from panda.optimal.driver import solve_optimal  # noqa: E402
 # isort: on

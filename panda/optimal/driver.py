@@ -18,6 +18,7 @@ from panda.optimal.steps import (
     _simplex_solve,
     _SimplexLP,
 )
+from panda.optimal.warm import WarmStart, warm_duals, warm_start_of
 
 
 def solve_optimal(
@@ -36,6 +37,7 @@ def solve_optimal(
     drop_share: float = 0.0,
     start_matrix: np.ndarray | None = None,
     round_steps: int | None = None,
+    warm: OptimalResult | None = None,
 ) -> OptimalResult:
     """Solve the optimal eps-mDP LP to a certified gap (see the module docstring).
 
@@ -78,22 +80,38 @@ def solve_optimal(
         mechanism); the row-sum multipliers start at its rows' costs. ``None``: zeros.
     round_steps
         ``"pdhg"`` only: PDHG steps between two separations (``None``: :func:`pdhg_round_steps`).
+    warm
+        An earlier result on the same ``cost`` and ``d_km`` at another eps (best: the nearest one) to
+        start from (:mod:`panda.optimal.warm`): its last pair rows join the first LP, its matrix,
+        repaired exactly at this eps, is the first upper bound (and PDHG's primal start, instead of
+        ``start_matrix``), its multipliers start PDHG's dual and give a first lower bound. ``None``
+        (the default): a cold start. The certificate does not depend on the start.
     """
     t0 = time.perf_counter()
     cost, d, round_steps = _checked(cost, d_km, eta, gap, method, drop_share, round_steps, start_matrix, batch)
     k, m = cost.shape
     exponent, a_full, near = _prepared(d, epsilon_per_km, eta, m)
+    ws = None if warm is None else warm_start_of(warm, cost, a_full, epsilon_per_km, method)
+    if ws is not None:
+        pairs = ws.rows if seed_rows is None else zip(seed_rows, ws.rows, strict=True)
+        seed_rows = ws.rows if seed_rows is None else tuple(np.r_[mine, carried] for mine, carried in pairs)
     s_rows, x_rows, y_rows = _seeded(seed_sources, seed_rows, a_full, m)
     keys = np.sort((s_rows * k + x_rows) * m + y_rows)
     rounds: list[dict] = []
     best: dict[str, Any] = {"ub": np.inf, "lb": -np.inf, "lb0": -np.inf, "matrix": None, "repair": {}}
     certify = _certifier(cost, exponent, eta, near, best)
+    warm_info: dict[str, Any] | None = None
+    pdhg_warm = None
+    if ws is not None:
+        warm_info, pdhg_warm = _warm_begin(ws, cost, a_full, (s_rows, x_rows, y_rows), eta, certify, best)
+        if method == "pdhg":
+            start_matrix = best["matrix"]  # the earlier mechanism, exactly feasible at this eps
     last_rows: tuple[np.ndarray, ...] | None
     if method == "pdhg":
         reason, last_rows, pending = _pdhg_rounds(
             cost, a_full, (s_rows, x_rows, y_rows), keys, best, rounds, certify, eta=eta, gap=gap,
             deadline=t0 + time_limit_s, batch=batch, round_steps=int(round_steps), start_matrix=start_matrix,
-            near=near, max_rounds=max_rounds,
+            near=near, max_rounds=max_rounds, warm=pdhg_warm,
         )  # fmt: skip
         n_pair_rows = int(last_rows[0].size)
     else:
@@ -106,10 +124,49 @@ def solve_optimal(
         last_rows, pending, n_pair_rows = lp.last_rows, lp.pending, int(lp.s_rows.size)
     if pending is not None:  # the last relaxation's solution was not repaired yet
         certify(*pending)
-    return _result(
+    res = _result(
         best, rounds, reason, last_rows, t0, gap=gap, method=method, batch=batch, drop_share=drop_share,
         n_pair_rows=n_pair_rows,
     )  # fmt: skip
+    # What a later warm start needs (panda.optimal.warm); facts only, the certificate is unchanged.
+    res.info.update(epsilon_per_km=float(epsilon_per_km), eta=float(eta), warm=warm_info)
+    if "pdhg_state" in best:
+        res.info["pdhg_state"] = best["pdhg_state"]
+    return res
+
+
+def _warm_begin(
+    ws: WarmStart,
+    cost: np.ndarray,
+    a_full: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+    eta: float,
+    certify: Certify,
+    best: dict[str, Any],
+) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray, float | None]]:
+    """Start from ``ws``: its matrix repaired exactly (the first upper bound), its multipliers' bound.
+
+    Returns the facts for ``info["warm"]`` and PDHG's dual start ``(u, lam of rows, omega)``.
+    """
+    k, m = cost.shape
+    tw = time.perf_counter()
+    certify(ws.matrix, ws.u)
+    s, x, y = rows
+    lam = warm_duals(ws, s, x, y, k, m)
+    # Any multipliers give a bound (weak duality): the earlier ones, at this eps's coefficients.
+    lb, lb0 = _pkg.dual_bound(cost, ws.u, lam, s, x, y, a_full[s, x], eta=eta)
+    if lb > best["lb"]:
+        best.update(lb=lb, u=ws.u.copy())
+    best["lb0"] = max(best["lb0"], lb0)
+    info = {
+        "epsilon_from": ws.epsilon_from,
+        "rows_carried": int(ws.rows[0].size),
+        "start_upper": float(best["ub"]),
+        "start_lower": float(lb),
+        "repair_kind": best["repair"].get("kind"),
+        "setup_s": time.perf_counter() - tw,
+    }
+    return info, (ws.u, lam, ws.omega)
 
 
 def _checked(
