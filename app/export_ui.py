@@ -43,9 +43,10 @@ def _title(slug: str) -> str:
     return slug.replace("-", " ").replace("_", " ").capitalize()
 
 
-def _image(fig: go.Figure, fmt: str) -> Callable[[], bytes]:
+def _image(fig: go.Figure | Callable[[], go.Figure], fmt: str) -> Callable[[], bytes]:
     def make() -> bytes:
-        return export.figure_image(fig, fmt, scale=PNG_SCALE if fmt == "png" else 1)
+        figure = fig if isinstance(fig, go.Figure) else fig()  # a builder: the figure is made on the click
+        return export.figure_image(figure, fmt, scale=PNG_SCALE if fmt == "png" else 1)
 
     return make
 
@@ -61,7 +62,7 @@ def _map_png(map_inputs: Mapping[str, Any]) -> Callable[[], bytes]:
 def downloads(
     *,
     instance: panda.Instance,
-    figures: Mapping[str, go.Figure],
+    figures: Mapping[str, go.Figure | Callable[[], go.Figure]],
     map_inputs: Mapping[str, Any] | None,
     matrix: np.ndarray | None,
     meta: Mapping[str, Any],
@@ -74,7 +75,8 @@ def downloads(
     instance
         The view's instance (the matrix's coordinates).
     figures
-        Chart name (a slug such as ``"two-places"``, used in the file name) -> plotly figure.
+        Chart name (a slug such as ``"two-places"``, used in the file name) -> plotly figure, or a
+        function of no arguments that builds it (then it is built only when someone clicks).
     map_inputs
         The keyword arguments of :func:`app.lesson_maps.build_lesson_deck` (``instance``, ``segments``,
         ``place_a``, ...), drawn again by :func:`app.static_map.static_lesson_map`; ``None``: no map.
@@ -141,7 +143,7 @@ def downloads(
 def export_menu(
     *,
     instance: panda.Instance,
-    figures: Mapping[str, go.Figure],
+    figures: Mapping[str, go.Figure | Callable[[], go.Figure]],
     map_inputs: Mapping[str, Any] | None,
     matrix: np.ndarray | None,
     meta: Mapping[str, Any],

@@ -9,15 +9,15 @@ layer (id ``places``) is pickable: a click on it selects a place. No basemap, no
 from __future__ import annotations
 
 import base64
+import functools
 import io
-import json
 import math
 
 import numpy as np
 import pydeck as pdk
 
 import panda
-from app.maps import TOOLTIP_STYLE, fit_view, heat_color, roads_layer
+from app.maps import TOOLTIP_STYLE, CompactDeck, fit_view, heat_color, roads_layer
 from app.palette import A_RGB, B_RGB, GUESS_RGB, heat_rgb
 
 __all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
@@ -29,13 +29,6 @@ MODES = {"reports": "Reports", "attacker": "Attacker"}
 A_COLOR = [*A_RGB, 255]
 B_COLOR = [*B_RGB, 255]
 GUESS_COLOR = [*GUESS_RGB, 255]
-
-
-class CompactDeck(pdk.Deck):
-    """A deck whose JSON has no indentation (pydeck indents it: 2.5x the bytes on every rerun)."""
-
-    def to_json(self) -> str:  # noqa: D102 (pdk.Deck.to_json)
-        return json.dumps(json.loads(super().to_json()), separators=(",", ":"))
 
 
 def _pos(lon: np.ndarray, lat: np.ndarray, x: int) -> list[float]:
@@ -55,6 +48,16 @@ def laplace_density_image(
     uri, bounds
         ``data:image/png;base64,...`` and ``[west, south, east, north]`` in degrees.
     """
+    uri, bounds = _laplace_density_image(
+        float(lon0), float(lat0), float(epsilon_per_km), float(half_width_km), int(size_px)
+    )
+    return uri, list(bounds)
+
+
+@functools.lru_cache(maxsize=64)  # one PNG per place and eps, the same for every session (8 % of a rerun)
+def _laplace_density_image(
+    lon0: float, lat0: float, epsilon_per_km: float, half_width_km: float, size_px: int
+) -> tuple[str, tuple[float, ...]]:
     from PIL import Image
 
     from panda.mechanisms.laplace import planar_laplace_density_grid
@@ -74,7 +77,7 @@ def laplace_density_image(
     buf = io.BytesIO()
     Image.fromarray(rgba, "RGBA").save(buf, format="PNG")
     uri = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-    return uri, [lon0 - d_lon, lat0 - d_lat, lon0 + d_lon, lat0 + d_lat]
+    return uri, (lon0 - d_lon, lat0 - d_lat, lon0 + d_lon, lat0 + d_lat)
 
 
 def build_lesson_deck(

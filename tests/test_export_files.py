@@ -457,3 +457,27 @@ def test_a_click_downloads_the_file_without_rerunning_the_page(tmp_path, view):
     assert png_size(files["kotka_K80_em_eps5_map.png"]) == (560, 600)
     with np.load(io.BytesIO(files["kotka_K80_em_eps5_matrix.npz"]), allow_pickle=False) as npz:
         assert np.array_equal(npz["matrix"], view["matrix"]) and npz["epsilon_per_km"].item() == EPS
+
+
+def test_a_chart_given_as_a_builder_is_built_only_when_downloaded(view, monkeypatch):
+    """The Lesson hands the menu a function for its Two places chart: the page's run builds no figure, and
+    the click builds it once and exports exactly that figure."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(x=["1", "2"], y=[0.4, 0.6]))
+    built: list[go.Figure] = []
+    exported: list[tuple] = []
+
+    def build() -> go.Figure:
+        built.append(fig)
+        return fig
+
+    monkeypatch.setattr(export, "figure_image", lambda f, fmt, **k: exported.append((f, fmt)) or b"svg")
+    items = export_ui.downloads(
+        instance=view["inst"], figures={"two-places": build}, map_inputs=None, matrix=None, meta=view["meta"]
+    )
+    assert [d.file_name.rsplit("_", 1)[-1] for d in items] == ["two-places.png", "two-places.svg"]
+    assert built == []
+    svg = next(d for d in items if d.file_name.endswith(".svg"))
+    assert svg.make() == b"svg"
+    assert built == [fig] and exported == [(fig, "svg")]

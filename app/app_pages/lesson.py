@@ -7,6 +7,7 @@ privacy-utility trade-off of every mechanism, and the attacker mode shows what o
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -719,7 +720,10 @@ with right:
                     width="stretch",
                     alt=lesson_charts.two_places_alt(check, min(n_shown, 60)),
                 )
-                exports["two-places"] = lesson_charts.two_places(check, rows.row_a, rows.row_b, height=340)
+                # Built only when someone downloads it (it was an eighth of a rerun's CPU).
+                exports["two-places"] = functools.partial(
+                    lesson_charts.two_places, check, rows.row_a, rows.row_b, height=340
+                )
                 st.caption(
                     "Top: how likely each output is from A (orange) and from B (blue). Bottom: the log of their "
                     "ratio per output; ε-geo-indistinguishability keeps every bar between the dashed lines ±ε·d."
