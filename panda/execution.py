@@ -58,6 +58,8 @@ import inspect
 import logging
 import os
 import queue
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -241,30 +243,96 @@ def _running_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"panda-running-jobs-{uid}"
 
 
+_WARNED_DIRS: set[str] = set()
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def _refuse(folder: Path, why: str) -> None:
+    """Warn (once per folder and process) that the running-jobs folder is not used."""
+    if str(folder) not in _WARNED_DIRS:
+        _WARNED_DIRS.add(str(folder))
+        log.warning("not using the running-jobs folder %s (%s); jobs are counted as alone", folder, why)
+
+
+def _open_private_dir(folder: Path, *, create: bool) -> int | None:
+    """Open ``folder`` as a private folder of this user and return its descriptor, or None (not used).
+
+    In a shared temporary directory another user may have made the folder, or a symlink in its place:
+    the folder is opened without following a symlink (``O_NOFOLLOW``), and used only if it is a
+    directory owned by this user; group or other permission bits on it are removed (``fchmod`` of the
+    opened folder, so it is that very folder). Markers are then made and removed through the
+    descriptor, never through a path a symlink could redirect.
+    """
+    if create:
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+    try:
+        fd = os.open(folder, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP: a symlink; ENOTDIR: a file; EACCES: another user's
+        if os.path.islink(folder):
+            _refuse(folder, "it is a symbolic link")
+        else:
+            _refuse(folder, _describe(exc))
+        return None
+    try:
+        st = os.fstat(fd)
+        uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
+        if not stat.S_ISDIR(st.st_mode):
+            _refuse(folder, "not a folder")
+        elif st.st_uid != uid:
+            _refuse(folder, f"owned by uid {st.st_uid}, not {uid}")
+        else:
+            if stat.S_IMODE(st.st_mode) & 0o077:
+                os.fchmod(fd, 0o700)
+            return fd
+    except OSError as exc:
+        _refuse(folder, _describe(exc))
+    os.close(fd)
+    return None
+
+
 def running_jobs(folder: str | os.PathLike | None = None) -> int:
     """Jobs running on this machine now (at least 1): the files of live processes in the running-jobs folder.
 
-    A file whose process is gone (a worker killed mid-job) is not counted, and is removed.
+    A file whose process is gone (a worker killed mid-job) is not counted, and is removed. A folder
+    that is not this user's private folder (see :func:`_open_private_dir`) is not read: 1.
     """
     folder = Path(folder) if folder is not None else _running_dir()
+    fd = _open_private_dir(folder, create=False)
+    if fd is None:
+        return 1
     try:
-        names = os.listdir(folder)
+        names = os.listdir(fd)
+        n = 0
+        for name in names:
+            if not name.isdigit():
+                continue
+            try:
+                if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    continue  # only files this layer made are counted (a symlink is neither followed nor counted)
+                os.kill(int(name), 0)
+            except (ProcessLookupError, OverflowError):  # gone (or never a pid): not counted, cleared
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=fd)
+                continue
+            except PermissionError:  # alive, another user's process
+                pass
+            except OSError:  # removed meanwhile
+                continue
+            n += 1
+        return max(n, 1)
     except OSError:
         return 1
-    n = 0
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            os.kill(int(name), 0)
-        except (ProcessLookupError, OverflowError):  # gone (or never a pid): not counted, cleared
-            with contextlib.suppress(OSError):
-                os.unlink(folder / name)
-            continue
-        except PermissionError:  # alive, another user's process
-            pass
-        n += 1
-    return max(n, 1)
+    finally:
+        os.close(fd)
 
 
 def core_share() -> int:
@@ -275,23 +343,40 @@ def core_share() -> int:
     return max(1, cores() // running_jobs())
 
 
+def _make_marker(fd: int, name: str) -> bool:
+    """Create the regular file ``name`` in the folder ``fd`` (never through a symlink); False if impossible."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW
+    for _ in range(2):
+        try:
+            os.close(os.open(name, flags, 0o600, dir_fd=fd))
+            return True
+        except FileExistsError:  # a stale marker (a reused pid) or a planted link: remove the entry itself
+            try:
+                if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    return False
+                os.unlink(name, dir_fd=fd)  # unlink removes a symlink, not its target
+            except OSError:
+                return False
+        except OSError:
+            return False
+    return False
+
+
 @contextlib.contextmanager
 def _running() -> Iterator[None]:
     """Mark this process as running a job for the length of the block (see :func:`running_jobs`)."""
-    marker = None
-    try:
-        folder = _running_dir()
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        marker = folder / str(os.getpid())
-        marker.touch()
-    except OSError:  # no writable temporary folder: the job runs, counted as alone
-        marker = None
+    name = str(os.getpid())
+    fd = _open_private_dir(_running_dir(), create=True)
+    if fd is not None and not _make_marker(fd, name):  # no usable folder: the job runs, counted as alone
+        os.close(fd)
+        fd = None
     try:
         yield
     finally:
-        if marker is not None:
+        if fd is not None:
             with contextlib.suppress(OSError):
-                marker.unlink()
+                os.unlink(name, dir_fd=fd)
+            os.close(fd)
 
 
 class _Reporter:
@@ -421,6 +506,13 @@ class Executor:
         self._reissued: dict[str, int] = {}  # job key -> times it was stopped (a stopped key is not reused)
         self._procs: list[subprocess.Popen] = []
         self._cluster: Any = None
+        self._security: Any = None  # the local cluster's TLS (Security.temporary); None: Dask's configuration
+        self._tls_dir: Path | None = None  # its certificate and key as files for the worker processes
+        self._worker_log = worker_log
+        self._worker_env: dict[str, str] | None = None  # the local workers' environment (kept for a restart)
+        self._recover_lock = threading.Lock()
+        #: Times the local cluster was started anew after its scheduler stopped.
+        self.recoveries = 0
         self._closed = False
         self._restarts: list[threading.Thread] = []
         self._long_checked = -1e9
@@ -457,28 +549,45 @@ class Executor:
     # --- the local cluster ---------------------------------------------------------------------
 
     def _start_local(self, worker_log: str | os.PathLike | None) -> str:
-        """Start a scheduler in this process and the worker processes; return the scheduler's address."""
-        from distributed import LocalCluster
+        """Start a scheduler in this process and the worker processes; return the scheduler's address.
 
-        self._cluster = LocalCluster(
-            n_workers=0,
-            processes=True,
-            host="127.0.0.1",
-            scheduler_port=0,
-            dashboard_address=None,
-            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},  # its HTTP routes (health, metrics): any free port
-            silence_logs=logging.ERROR,
-        )
+        Every connection is TLS with a certificate made for this cluster (``Security.temporary()``) that
+        both ends must show, so another user of the machine cannot reach the scheduler or the workers
+        (a connection to them runs any Python code as this user); every listener binds 127.0.0.1.
+        """
+        from distributed import LocalCluster, Security
+
+        self._security = Security.temporary()
+        self._tls_dir = _write_tls_files(self._security)
+        tls_files = {"cert": str(self._tls_dir / "cert.pem"), "key": str(self._tls_dir / "key.pem")}
+        try:
+            self._cluster = LocalCluster(
+                n_workers=0,
+                processes=True,
+                host="127.0.0.1",
+                protocol="tls://",
+                security=self._security,
+                scheduler_port=0,
+                dashboard_address=None,
+                # its HTTP routes (health, metrics): any free port on loopback
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                silence_logs=logging.ERROR,
+            )
+        except BaseException:
+            self._remove_tls_files()
+            raise
         # A job that kills its worker is tried once more, not the default three times.
         self._cluster.scheduler.allowed_failures = 1
         address = self._cluster.scheduler_address
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-            ADDRESS_SPACE_ENV: str(self.address_space),
-            MESSAGE_LOG_ENV: str(MESSAGE_LOG_LENGTH),
-        }
-        env.pop(SCHEDULER_ENV, None)
+        if self._worker_env is None:
+            self._worker_env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+                ADDRESS_SPACE_ENV: str(self.address_space),
+                MESSAGE_LOG_ENV: str(MESSAGE_LOG_LENGTH),
+                "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+            }
+            self._worker_env.pop(SCHEDULER_ENV, None)
         log_file = open(worker_log, "ab") if worker_log else None  # noqa: SIM115 (closed below)
         out: Any = log_file if log_file is not None else subprocess.DEVNULL
         common = [
@@ -492,7 +601,19 @@ class Executor:
             str(self.memory_limit),
             "--death-timeout",
             str(DEATH_TIMEOUT_S),
+            "--protocol",
+            "tls",
+            "--tls-ca-file",
+            tls_files["cert"],  # the cluster's one self-signed certificate is its own authority
+            "--tls-cert",
+            tls_files["cert"],
+            "--tls-key",
+            tls_files["key"],
             "--no-dashboard",
+            # The workers' HTTP routes (/health, /metrics) listen even without a dashboard, by default on
+            # every interface: loopback only.
+            "--dashboard-address",
+            "127.0.0.1:0",
             "--host",
             "127.0.0.1",
             "--preload",
@@ -505,7 +626,12 @@ class Executor:
         try:
             for extra in groups:
                 proc = subprocess.Popen(
-                    common + extra, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+                    common + extra,
+                    cwd=str(ROOT),
+                    env=self._worker_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
                 )
                 self._procs.append(proc)
         finally:
@@ -513,7 +639,12 @@ class Executor:
                 log_file.close()
         return address
 
-    def _stop_local(self) -> None:
+    def _remove_tls_files(self) -> None:
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
+            self._tls_dir = None
+
+    def _stop_local(self, cluster_timeout: float = 10) -> None:
         for proc in self._procs:
             if proc.poll() is None:
                 proc.terminate()
@@ -529,10 +660,54 @@ class Executor:
         self._procs = []
         if self._cluster is not None:
             try:
-                self._cluster.close(timeout=10)
+                self._cluster.close(timeout=cluster_timeout)
             except Exception:  # noqa: BLE001 (closing anyway)
                 pass
             self._cluster = None
+        self._remove_tls_files()
+
+    def _scheduler_gone(self) -> bool:
+        """True when the local cluster's scheduler (in this process) has stopped, or its client has."""
+        if not self.local or self._closed:
+            return False
+        from distributed.core import Status
+
+        cluster = self._cluster
+        if cluster is None or cluster.scheduler is None or cluster.scheduler.status != Status.running:
+            return True
+        return self._client is not None and self._client.status in ("closing", "closed")
+
+    def _recover(self) -> None:
+        """Start a new local cluster when the scheduler of this one has stopped (called before each job)."""
+        if not self._scheduler_gone():
+            return
+        with self._recover_lock:
+            if not self._scheduler_gone():
+                return  # another thread did it
+            log.warning("the local Dask scheduler at %s stopped; starting a new local cluster", self.address)
+            with self._client_lock:
+                old, self._client = self._client, None
+            if old is not None:
+                client_log = logging.getLogger("distributed.client")
+                level = client_log.level
+                client_log.setLevel(logging.CRITICAL)  # its cancelled reconnection logs a traceback otherwise
+                try:
+                    with contextlib.suppress(Exception):
+                        old.close(timeout=5)
+                finally:
+                    client_log.setLevel(level)
+            with self._lock:  # jobs of the old cluster are not joined again
+                self._current.clear()
+            for proc in self._procs:  # nothing to save without their scheduler (SIGTERM waits on reconnects)
+                _kill_tree(proc.pid)
+            self._stop_local(cluster_timeout=2)
+            self.address = self._start_local(self._worker_log)
+            self.recoveries += 1
+            try:
+                self._connect()
+            except BaseException:
+                self._stop_local()
+                raise
 
     # --- the connection --------------------------------------------------------------------------
 
@@ -553,8 +728,15 @@ class Executor:
                 msg = "the computing cluster was shut down"
                 raise JobError(msg)
             timeout = START_TIMEOUT_S if self.local else self.connect_timeout_s
+            if not self.local and str(self.address).startswith("tls://") and not _tls_configured():
+                msg = (
+                    f"the computing cluster at {self.address} needs TLS certificates: set "
+                    + ", ".join(TLS_CONFIG_ENV)
+                    + ' (README "Serving a class")'
+                )
+                raise JobError(msg)
             try:
-                client = Client(self.address, set_as_default=False, timeout=timeout)
+                client = Client(self.address, set_as_default=False, timeout=timeout, security=self._security)
             except Exception as exc:  # noqa: BLE001 (OSError, TimeoutError, ...: one readable message)
                 msg = f"the computing cluster at {self.address} cannot be reached ({_describe(exc)})"
                 raise JobError(msg) from None
@@ -565,8 +747,13 @@ class Executor:
 
     @property
     def closed(self) -> bool:
-        """True after :meth:`close`, or when the connection to the scheduler is gone for good."""
-        return self._closed or (self._client is not None and self._client.status in ("closing", "closed"))
+        """True after :meth:`close`, or when the connection to a named scheduler is gone for good.
+
+        A local cluster whose scheduler stopped is not closed: the next job starts a new one.
+        """
+        if self._closed:
+            return True
+        return not self.local and self._client is not None and self._client.status in ("closing", "closed")
 
     def worker_info(self) -> dict[str, dict]:
         """Return the scheduler's workers: address -> {"name", "resources", "pid", ...}."""
@@ -647,6 +834,7 @@ class Executor:
         else:
             label = getattr(target, "__name__", "job")
         priority = HIGH if priority is None else int(priority)
+        self._recover()  # a local cluster whose scheduler stopped: a new one
         client = self.client  # JobError when the cluster cannot be reached
         base = key or job_key(label, args, kwargs)
         with self._lock:
@@ -786,7 +974,15 @@ class Executor:
         future = flight.future
         status = future.status
         if status == "cancelled":
-            raise (JobTimeout(flight.stopped) if flight.stopped else JobError("the computation was cancelled"))
+            if flight.stopped:
+                raise JobTimeout(flight.stopped)
+            reason = getattr(getattr(getattr(future, "_state", None), "exception", None), "reason", None)
+            if reason == "scheduler-connection-lost" or self._scheduler_gone():
+                msg = "the computing cluster stopped during the computation; try again"
+                if self.local:
+                    msg += " (a new one is started)"
+                raise JobError(msg)
+            raise JobError("the computation was cancelled")
         if status == "finished":
             try:
                 return future.result()
@@ -851,6 +1047,40 @@ class Executor:
             except Exception:  # noqa: BLE001
                 pass
         self._stop_local()
+
+
+#: Dask's configuration of a client's certificates, as environment variables (a ``tls://`` scheduler).
+TLS_CONFIG_ENV = (
+    "DASK_DISTRIBUTED__COMM__TLS__CA_FILE",
+    "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT",
+    "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY",
+)
+
+
+def _tls_configured() -> bool:
+    """True when Dask's configuration names a certificate authority and a client certificate."""
+    from distributed import Security
+
+    sec = Security()
+    return bool(sec.tls_ca_file and sec.tls_client_cert)
+
+
+def _write_tls_files(security: Any) -> Path:
+    """Write a Security's certificate and key to a new private folder (0700, files 0600) and return it.
+
+    The local workers are separate processes: they read the certificate from files, which only this
+    user can read.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="panda-dask-tls-"))  # mode 0700
+    try:
+        for name, text in (("cert.pem", security.tls_worker_cert), ("key.pem", security.tls_worker_key)):
+            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
 
 
 def _kill_tree(pid: int) -> None:
