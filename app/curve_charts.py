@@ -17,8 +17,10 @@ attacker's error (m), or both as two stacked panels sharing the eps axis (``metr
 * where the optimal LP did not solve in time, its proven lower bound on every eps-mDP mechanism over
   these outputs (weak duality from its last relaxation with the LP's floor taken out: ``lower_bound_m``
   of :func:`panda.mechanisms.build_lp`, never the floored LP's own bound) as hollow up-pointing
-  triangles labelled "LP ≥ B m" on a wide translucent band joining neighbouring bounds (loss panel
-  only), and, where it returned an audited mechanism all the same, a down-pointing triangle at that
+  triangles on a wide translucent band joining neighbouring bounds (loss panel only), their labels
+  "▲ ε = E: LP ≥ B m" stacked in one column at the panel's top right, a fixed number of pixels apart
+  (:func:`bound_label_layout`: never overlapping, whatever the figure's size), and, where it
+  returned an audited mechanism all the same, a down-pointing triangle at that
   mechanism's loss joined to the bound by a dotted line; an unsolved point without a bound shows
   nothing and the figure says so in a note;
 * a dashed vertical line at the current eps;
@@ -209,7 +211,11 @@ _LABEL_CLOSE_DECADES = 0.2
 
 
 def _bound_label_positions(xs: list[float], ys: list[float | None]) -> list[str]:
-    """Where each lower-bound label sits around its triangle (plotly ``textposition``).
+    """Where each lower-bound label would sit around its triangle (plotly ``textposition``).
+
+    The trace keeps them, but its text is no longer drawn: beside their triangles the labels still
+    overlapped in a narrow column (whatever side each took, plotly does not move text apart); they are
+    a column of annotations instead (:func:`bound_label_layout`).
 
     Centred under it, except the leftmost's (centred, it ran off the plot's left edge), and except
     two neighbours closer than :data:`_LABEL_CLOSE_DECADES` on the log axis (3.5 and 5/km on the
@@ -262,7 +268,9 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
     # A wide translucent band joining neighbouring bounds (the optimum lies on or above it) ...
     band = {"color": "rgba(17, 17, 17, 0.18)", "width": 14}
     _lp_line(fig, xs, ys, f"{label}: lower bound band", band, "lower bound band", where)
-    # ... and opaque up-pointing triangles, labelled, that carry the hover text and eps.
+    # ... and opaque up-pointing triangles that carry the hover text and eps. Their labels are not drawn
+    # beside them (plotly places a marker's text with no regard for its neighbours': they overlapped in
+    # the Lesson's narrow column) but stacked in one column of annotations (bound_label_layout).
     positions = _bound_label_positions(xs, ys)
     _lp_markers(
         fig,
@@ -276,12 +284,68 @@ def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, wh
         showlegend=show_legend,
         text=text,
         textposition=positions,
-        textfont={"size": 11, "color": color},
-        cliponaxis=False,  # a bound near the axis keeps its label (eps = 5 lost it under the x axis at 1280 px)
+        textfont={"size": BOUND_LABEL_FONT, "color": color},
+        cliponaxis=False,
         customdata=custom,
         hovertext=hover,
     )
+    labels = [(x, t) for x, t in zip(xs, text, strict=True) if t]
+    _add_bound_labels(fig, [f"▲ ε = {x:g}: {t}" for x, t in labels], color, where)
     _add_lp_found(fig, pts, label, color, where, show_legend)
+
+
+#: The lower-bound labels' font size (px), the line height plotly gives a line of text (in font sizes:
+#: its ``LINE_SPACING``), the padding inside each label's box (px), the least gap between two boxes (px),
+#: and the rows kept free at the top of the panel (none: the current eps line's label sits above the panel).
+BOUND_LABEL_FONT = 11
+BOUND_LABEL_LINE_HEIGHT = 1.3
+BOUND_LABEL_PAD = 1
+BOUND_LABEL_GAP = 2
+BOUND_LABEL_TOP_ROWS = 0
+#: The annotations' ``name``: how tests and exports find the labels.
+BOUND_LABEL_NAME = "lp-bound-label"
+
+
+def bound_label_height(font_size: float = BOUND_LABEL_FONT, pad: float = BOUND_LABEL_PAD) -> float:
+    """Height (px) of one label's box: one line of text of ``font_size`` px, ``pad`` px inside each edge."""
+    return font_size * BOUND_LABEL_LINE_HEIGHT + 2 * pad
+
+
+def bound_label_layout(n: int, font_size: float = BOUND_LABEL_FONT) -> list[float]:
+    """The vertical offsets (px, downwards negative) of ``n`` lower-bound labels from their common anchor.
+
+    Every label is anchored at the same point (the loss panel's top right corner, ``yanchor="top"``) and
+    moved down by its offset, so label ``i``'s box spans ``[offset_i - h, offset_i]`` with ``h`` =
+    :func:`bound_label_height`. Consecutive offsets differ by ``h +`` :data:`BOUND_LABEL_GAP`: the boxes
+    are disjoint, in pixels, whatever the figure's width and height (no data coordinate is involved).
+    The column starts :data:`BOUND_LABEL_GAP` below the panel's top, after :data:`BOUND_LABEL_TOP_ROWS`
+    free rows.
+    """
+    pitch = bound_label_height(font_size) + BOUND_LABEL_GAP
+    return [-BOUND_LABEL_GAP - (BOUND_LABEL_TOP_ROWS + i) * pitch for i in range(n)]
+
+
+def _add_bound_labels(fig: go.Figure, texts: list[str], color: str, where: dict) -> None:
+    """The lower bounds' labels as one column of annotations at the loss panel's top right (bound_label_layout)."""
+    axis = "" if where.get("row", 1) == 1 else str(where["row"])
+    for text, shift in zip(texts, bound_label_layout(len(texts)), strict=True):
+        fig.add_annotation(
+            name=BOUND_LABEL_NAME,
+            text=text,
+            xref=f"x{axis} domain",
+            yref=f"y{axis} domain",
+            x=1.0,
+            y=1.0,
+            xanchor="right",
+            yanchor="top",
+            yshift=shift,
+            showarrow=False,
+            align="right",
+            font={"size": BOUND_LABEL_FONT, "color": color},
+            bgcolor="rgba(255, 255, 255, 0.85)",  # readable over the lines it may cover
+            borderpad=BOUND_LABEL_PAD,
+            borderwidth=0,
+        )
 
 
 def _add_lp_found(fig: go.Figure, pts: list[Mapping], label: str, color: str, where: dict, show_legend: bool) -> None:
@@ -347,12 +411,13 @@ def _lp_markers(
     fig: go.Figure, x: list, y: list, name: str, symbol: str, color: str, kind: str, where: dict, **extra: Any
 ) -> None:
     """Hollow triangles of the optimal LP's bounds, carrying the hover text and eps (``extra``: the
-    trace's ``customdata``, ``hovertext``, ``showlegend`` and text options)."""
+    trace's ``customdata``, ``hovertext``, ``showlegend`` and text options; the text is kept as data,
+    not drawn: the labels are annotations, :func:`bound_label_layout`)."""
     fig.add_trace(
         go.Scatter(
             x=x,
             y=y,
-            mode="markers+text" if "text" in extra else "markers",
+            mode="markers",
             name=name,
             legendgroup="lp",
             marker={"symbol": symbol, "size": 13, "color": "white", "line": {"color": color, "width": 2}},
