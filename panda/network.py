@@ -56,6 +56,12 @@ __all__ = [
     "network_from_upload",
     "load_upload",
     "geocode_bbox",
+    "snap_bbox",
+    "BBOX_GRID_DEG",
+    "cached_bbox_network",
+    "is_bbox_cached",
+    "evict_download_cache",
+    "download_cache_max_bytes",
     "UPLOAD_SUFFIXES",
     "MAX_UPLOAD_BYTES",
     "MAX_UPLOAD_DECOMPRESSED_BYTES",
@@ -959,8 +965,193 @@ PROBE_TIMEOUT_S = 3.0
 #: resulting road networks, ``osmnx/`` osmnx's HTTP cache.
 CACHE_DIR = DATA_DIR / "cache"
 
+#: Grid of the boxes, degrees: every box is rounded to it (:func:`snap_bbox`) before it names its cache
+#: file and its download, so boxes a few metres apart are one download. 1e-4 degrees is about 11 m of
+#: latitude, below the length of a road segment, and it is the precision of the dashboard's box inputs and
+#: presets: no box a person can type there is changed by it, while a box moved by 1e-6 degrees (0.1 m) is.
+BBOX_GRID_DEG = 1e-4
+
+#: Environment variable bounding the download cache (``networks/`` and osmnx's ``osmnx/`` under the cache
+#: folder), in MB; least recently used files go first beyond it. Embedded cities' parsed copies
+#: (``cities/``) and uploads (``uploads/``, bounded on their own) are not part of it.
+DOWNLOAD_CACHE_MB_ENV = "PANDA_DOWNLOAD_CACHE_MB"
+#: Default bound of the download cache, MB (the Rome box's drive network is about 10 MB as .npz).
+DEFAULT_DOWNLOAD_CACHE_MB = 300.0
+#: Folders of the cache folder that make up the download cache (evicted least recently used first).
+DOWNLOAD_CACHE_FOLDERS = ("networks", "osmnx")
+#: A temporary file of an interrupted write older than this (seconds) is removed by the eviction.
+_STALE_TMP_S = 3600.0
+
+#: False in a process that must never download itself (the dashboard's web server sets it): then
+#: :func:`network_from_bbox` only reads the cache and raises :class:`DataUnavailableError` for a box not
+#: in it; the download runs as a job elsewhere (:mod:`panda.download_jobs`).
+IN_PROCESS_DOWNLOADS = True
+
 _CACHE_FORMAT = 1
+#: osmnx keeps its settings (server, cache folder, timeout) in module globals and pins the server's
+#: address by replacing ``socket.getaddrinfo``: downloads in one process take turns. The dashboard runs
+#: its downloads as jobs on worker processes (:mod:`panda.download_jobs`), each box under its own lock.
 _DOWNLOAD_LOCK = threading.Lock()
+
+
+def snap_bbox(bbox: BoundingBox, grid_deg: float = BBOX_GRID_DEG) -> BoundingBox:
+    """Return ``bbox`` with each edge rounded to the nearest multiple of ``grid_deg`` degrees.
+
+    A box narrower than the grid keeps one grid step (it never becomes empty). Rounding twice gives the
+    same box; boxes whose edges differ by less than half a step round to the same box, except an edge
+    that lies within that distance of a half step (any grid has such edges).
+    """
+    w, s, e, n = (round(round(v / grid_deg) * grid_deg, 9) for v in bbox.as_tuple())
+    if not w < e:
+        w, e = (w, round(w + grid_deg, 9)) if w + grid_deg <= 180.0 else (round(e - grid_deg, 9), e)
+    if not s < n:
+        s, n = (s, round(s + grid_deg, 9)) if s + grid_deg <= 90.0 else (round(n - grid_deg, 9), n)
+    return BoundingBox(w, s, e, n)
+
+
+def bbox_cache_file(
+    west: float,
+    south: float,
+    east: float,
+    north: float,
+    *,
+    network_type: str = "drive",
+    cache_dir: str | os.PathLike | None = None,
+) -> Path:
+    """The cache file of a box's network (after :func:`snap_bbox`), whether it exists or not."""
+    return _cache_root(cache_dir) / "networks" / _cache_name(snap_bbox(BoundingBox(west, south, east, north)), network_type)
+
+
+def cached_bbox_network(
+    west: float,
+    south: float,
+    east: float,
+    north: float,
+    *,
+    network_type: str = "drive",
+    cache_dir: str | os.PathLike | None = None,
+) -> RoadNetwork | None:
+    """The box's network from the download cache, or None when it is not there (never a download).
+
+    A file found is marked as recently used (evicted last).
+    """
+    return _read_cached(
+        bbox_cache_file(west, south, east, north, network_type=network_type, cache_dir=cache_dir), warn=False
+    )
+
+
+def is_bbox_cached(
+    west: float,
+    south: float,
+    east: float,
+    north: float,
+    *,
+    network_type: str = "drive",
+    cache_dir: str | os.PathLike | None = None,
+) -> bool:
+    """Whether the box's network is in the download cache (no download, no parsing; marks it recently used)."""
+    path = bbox_cache_file(west, south, east, north, network_type=network_type, cache_dir=cache_dir)
+    try:
+        os.utime(path)
+    except OSError:
+        return False
+    return path.is_file()
+
+
+def download_cache_max_bytes() -> int:
+    """The download cache's bound in bytes: ``PANDA_DOWNLOAD_CACHE_MB`` (MB), else the default (300 MB).
+
+    A value that is not a number >= 0 is ignored with a :class:`PandaWarning` (the default applies).
+    """
+    raw = os.environ.get(DOWNLOAD_CACHE_MB_ENV, "").strip()
+    mb = DEFAULT_DOWNLOAD_CACHE_MB
+    if raw:
+        try:
+            value = float(raw)
+            if not (0 <= value < math.inf):
+                raise ValueError
+            mb = value
+        except ValueError:
+            msg = (
+                f"The environment variable {DOWNLOAD_CACHE_MB_ENV} must be a number of MB >= 0. Got {raw!r} "
+                f"instead: the download cache keeps its default bound of {DEFAULT_DOWNLOAD_CACHE_MB:g} MB."
+            )
+            warnings.warn(msg, PandaWarning, stacklevel=2)
+    return int(mb * 1_000_000)
+
+
+def evict_download_cache(
+    cache_dir: str | os.PathLike | None = None, *, keep: Path | None = None, max_bytes: int | None = None
+) -> list[Path]:
+    """Delete the least recently used files of the download cache until it holds at most ``max_bytes``.
+
+    The download cache is the folders :data:`DOWNLOAD_CACHE_FOLDERS` (``networks/``, ``osmnx/``) of
+    ``cache_dir`` (default ``data/cache``); nothing else there is touched (``cities/``: the embedded
+    cities' parsed copies; ``uploads/``: bounded on their own). "Used" is the file's modification time,
+    which a read from the cache renews. ``keep`` (the file just written) is never deleted, so the cache
+    may exceed its bound by that one file when it alone is larger. Temporary files of interrupted writes
+    older than an hour are deleted too. ``max_bytes`` defaults to :func:`download_cache_max_bytes`.
+
+    Returns the deleted files, least recently used first.
+    """
+    root = _cache_root(cache_dir)
+    limit = download_cache_max_bytes() if max_bytes is None else int(max_bytes)
+    keep = keep.resolve() if keep is not None else None
+    now = time.time()
+    entries: list[tuple[float, int, Path]] = []
+    deleted: list[Path] = []
+    for folder in DOWNLOAD_CACHE_FOLDERS:
+        base = root / folder
+        if not base.is_dir() or base.is_symlink():
+            continue
+        for path in base.rglob("*"):
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if not path.is_file() or path.is_symlink():
+                continue
+            if path.name.endswith(".tmp") and path.name.startswith("."):
+                if now - st.st_mtime > _STALE_TMP_S:
+                    path.unlink(missing_ok=True)
+                    deleted.append(path)
+                continue  # a write in progress: not counted, never deleted
+            entries.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries, key=lambda x: (x[0], str(x[2]))):
+        if total <= limit:
+            break
+        if keep is not None and path.resolve() == keep:
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        total -= size
+        deleted.append(path)
+    return deleted
+
+
+def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
+    return (CACHE_DIR if cache_dir is None else Path(cache_dir)).expanduser().resolve()
+
+
+def _check_download_args(bbox: BoundingBox, network_type: str, timeout_s: float, where: str) -> None:
+    area = bbox.area_km2
+    if area > MAX_BBOX_AREA_KM2:
+        msg = (
+            f"The bounding box of {where} must be at most {MAX_BBOX_AREA_KM2:,.0f} km^2. "
+            f"Got {area:,.0f} km^2 instead: choose a smaller area (the paper's Rome box is about 2,330 km^2)."
+        )
+        raise ValueError(msg)
+    if not isinstance(network_type, str) or network_type not in NETWORK_TYPES:
+        msg = f"The 'network_type' parameter of {where} must be one of {NETWORK_TYPES}. Got {network_type!r} instead."
+        raise ValueError(msg)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
+        msg = f"The 'timeout_s' parameter of {where} must be a number > 0. Got {timeout_s!r} instead."
+        raise ValueError(msg)
 
 
 def network_from_bbox(
@@ -975,9 +1166,12 @@ def network_from_bbox(
 ) -> RoadNetwork:
     """Download the OpenStreetMap road network inside a bounding box (or read it from the cache).
 
-    The first call downloads through osmnx from the Overpass server (``osmnx.settings.overpass_url``)
-    and stores the resulting network under ``cache_dir/networks/``; later calls with the same box and
-    network type read that file and need no connection.
+    The box is first rounded to the grid of :data:`BBOX_GRID_DEG` degrees (:func:`snap_bbox`): boxes that
+    round alike are one download and one cache file. The first call downloads through osmnx from the
+    Overpass server (``osmnx.settings.overpass_url``) and stores the resulting network under
+    ``cache_dir/networks/`` (written atomically); later calls with the same box and network type read that
+    file and need no connection. The download cache is bounded (:func:`evict_download_cache`,
+    ``PANDA_DOWNLOAD_CACHE_MB``): least recently used files go first.
 
     Parameters
     ----------
@@ -1009,53 +1203,61 @@ def network_from_bbox(
     -----
     A download sets osmnx's global settings ``doh_url_template = None`` (no DNS-over-HTTPS detour),
     ``use_cache = True``, ``cache_folder = cache_dir/osmnx`` (absolute) and
-    ``requests_timeout = timeout_s``; downloads run one at a time. Delete the cache files to
-    fetch newer OpenStreetMap data.
+    ``requests_timeout = timeout_s``; downloads in one process run one at a time (osmnx's settings are
+    global). Delete the cache files to fetch newer OpenStreetMap data. In a process with
+    :data:`IN_PROCESS_DOWNLOADS` False (the dashboard's server) a box not in the cache raises
+    :class:`~panda.errors.DataUnavailableError` instead of downloading.
     """
-    bbox = BoundingBox(west, south, east, north)
-    area = bbox.area_km2
-    if area > MAX_BBOX_AREA_KM2:
-        msg = (
-            f"The bounding box of network_from_bbox must be at most {MAX_BBOX_AREA_KM2:,.0f} km^2. "
-            f"Got {area:,.0f} km^2 instead: choose a smaller area (the paper's Rome box is about 2,330 km^2)."
-        )
-        raise ValueError(msg)
-    if not isinstance(network_type, str) or network_type not in NETWORK_TYPES:
-        msg = (
-            f"The 'network_type' parameter of network_from_bbox must be one of {NETWORK_TYPES}. "
-            f"Got {network_type!r} instead."
-        )
-        raise ValueError(msg)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
-        msg = f"The 'timeout_s' parameter of network_from_bbox must be a number > 0. Got {timeout_s!r} instead."
-        raise ValueError(msg)
-    root = (CACHE_DIR if cache_dir is None else Path(cache_dir)).expanduser().resolve()
+    bbox = snap_bbox(BoundingBox(west, south, east, north))
+    _check_download_args(bbox, network_type, timeout_s, "network_from_bbox")
+    root = _cache_root(cache_dir)
     cache_file = root / "networks" / _cache_name(bbox, network_type)
     cached = _read_cached(cache_file)
     if cached is not None:
         return cached
+    if not IN_PROCESS_DOWNLOADS:
+        w, s, e, n = bbox.as_tuple()
+        msg = (
+            f"The road network of the box west {w:g}, south {s:g}, east {e:g}, north {n:g} is not downloaded on "
+            "this server yet: downloads start only from the Download button."
+        )
+        raise DataUnavailableError(msg)
     with _DOWNLOAD_LOCK:
         cached = _read_cached(cache_file, warn=False)  # another thread may have just downloaded it
         if cached is not None:
             return cached
-        graph = _download_graph(bbox, network_type, root / "osmnx", float(timeout_s))
-        w, s, e, n = bbox.as_tuple()
-        name = f"bbox {w:.4f},{s:.4f},{e:.4f},{n:.4f} {network_type}"
-        import osmnx as ox
-
-        when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-        source = f"OpenStreetMap via Overpass ({ox.settings.overpass_url}), osmnx {ox.__version__}, {when}"
-        try:
-            net = network_from_graph(graph, name=name, source=source)
-        except ValueError as exc:
-            msg = f"The bounding box {bbox.as_tuple()} holds no usable '{network_type}' road network: {exc}"
-            raise ValueError(msg) from None
+        net = download_network(bbox, network_type, http_cache=root / "osmnx", timeout_s=float(timeout_s))
         try:
             _save_network_npz(net, cache_file)
         except OSError as exc:
             msg = f"Could not cache the downloaded network in {cache_file} ({exc}): the next call downloads it again."
             warnings.warn(msg, PandaWarning, stacklevel=2)
+        else:
+            evict_download_cache(root, keep=cache_file)
     return net
+
+
+def download_network(
+    bbox: BoundingBox, network_type: str, *, http_cache: Path | None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> RoadNetwork:
+    """Download a box's network from the Overpass server now (no cache of networks; the box as given).
+
+    ``http_cache``: osmnx's HTTP cache folder, or None for none. The caller holds the process's
+    download turn (``_DOWNLOAD_LOCK``) or is alone in its process (a download job's worker). Raises
+    as :func:`network_from_bbox` does.
+    """
+    graph = _download_graph(bbox, network_type, http_cache, float(timeout_s))
+    w, s, e, n = bbox.as_tuple()
+    name = f"bbox {w:.4f},{s:.4f},{e:.4f},{n:.4f} {network_type}"
+    import osmnx as ox
+
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    source = f"OpenStreetMap via Overpass ({ox.settings.overpass_url}), osmnx {ox.__version__}, {when}"
+    try:
+        return network_from_graph(graph, name=name, source=source)
+    except ValueError as exc:
+        msg = f"The bounding box {bbox.as_tuple()} holds no usable '{network_type}' road network: {exc}"
+        raise ValueError(msg) from None
 
 
 def _read_cached(cache_file: Path, *, warn: bool = True) -> RoadNetwork | None:
@@ -1063,12 +1265,15 @@ def _read_cached(cache_file: Path, *, warn: bool = True) -> RoadNetwork | None:
     if not cache_file.is_file():
         return None
     try:
-        return _load_network_npz(cache_file)
+        net = _load_network_npz(cache_file)
     except (OSError, ValueError, KeyError) as exc:
         if warn:
             msg = f"Ignoring the unreadable cached network {cache_file} ({exc}); downloading it again."
             warnings.warn(msg, PandaWarning, stacklevel=3)
         return None
+    with contextlib.suppress(OSError):
+        os.utime(cache_file)  # recently used: evicted last
+    return net
 
 
 def _cache_name(bbox: BoundingBox, network_type: str) -> str:
@@ -1076,16 +1281,19 @@ def _cache_name(bbox: BoundingBox, network_type: str) -> str:
     return f"bbox_{w:.6f}_{s:.6f}_{e:.6f}_{n:.6f}_{network_type}.npz"
 
 
-def _configure_osmnx(http_cache: Path, timeout_s: float) -> None:
+def _configure_osmnx(http_cache: Path | None, timeout_s: float) -> None:
     import osmnx as ox
 
     ox.settings.doh_url_template = None
-    ox.settings.use_cache = True
-    ox.settings.cache_folder = str(http_cache)
+    ox.settings.use_cache = http_cache is not None
+    if http_cache is not None:
+        ox.settings.cache_folder = str(http_cache)
     ox.settings.requests_timeout = timeout_s
 
 
-def _download_graph(bbox: BoundingBox, network_type: str, http_cache: Path, timeout_s: float) -> nx.MultiDiGraph:
+def _download_graph(
+    bbox: BoundingBox, network_type: str, http_cache: Path | None, timeout_s: float
+) -> nx.MultiDiGraph:
     import osmnx as ox
     import requests
     from osmnx._errors import InsufficientResponseError, ResponseStatusCodeError
@@ -1305,6 +1513,7 @@ def geocode_bbox(
     finally:
         socket.getaddrinfo = getaddrinfo
         _DOWNLOAD_LOCK.release()
+    evict_download_cache(root)  # osmnx's HTTP cache holds the answer: bounded with the downloads
     row = gdf.iloc[0]
     name = str(row.get("display_name") or text)
     w, s, e, n = (float(row[c]) for c in ("bbox_west", "bbox_south", "bbox_east", "bbox_north"))

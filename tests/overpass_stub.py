@@ -89,14 +89,18 @@ class OverpassStub:
         ``(method, path)`` of every request received, in order.
     mode
         ``"ok"`` (default) or ``"error"`` (the interpreter answers HTTP 500 with a text body).
+    delay_s
+        Seconds the interpreter waits before it answers (default 0: a slow server, for time limits).
     """
 
     def __init__(self, osm_file: str | Path, *, max_lifetime_s: float = 60.0) -> None:
         self.elements = overpass_elements_from_osm(osm_file)
         self.requests: list[tuple[str, str]] = []
         self.mode = "ok"
+        self.delay_s = 0.0
         self._lock = threading.Lock()
         self._stopped = False
+        self._stopping = threading.Event()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -125,6 +129,8 @@ class OverpassStub:
                     self._send(404, b"not found", "text/plain")
 
             def _answer(self, query: str) -> None:
+                if stub.delay_s > 0:
+                    stub._stopping.wait(stub.delay_s)  # a stop ends the wait
                 if stub.mode == "error":
                     self._send(500, b"stub: internal server error", "text/plain")
                     return
@@ -166,6 +172,7 @@ class OverpassStub:
             if self._stopped:
                 return
             self._stopped = True
+        self._stopping.set()
         self._timer.cancel()
         self._server.shutdown()
         self._server.server_close()
