@@ -55,25 +55,7 @@ def build_instance(
 
 
 def mechanism_numbers_of(inst: panda.Instance, mech: Any, epsilon_per_km: float) -> dict:
-    """Exact mDP audit (every record pair), Bayes attacker's error and loss of a mechanism's matrix.
+    """:func:`panda.audit.mechanism_numbers` (the dashboard runs it as the job ``mechanism_numbers``)."""
+    from panda.audit import mechanism_numbers
 
-    Plain values only. A sampled estimate (``details["estimated"]``) is not audited: an exact audit of sampling
-    noise would report violations the mechanism does not have.
-    """
-    from panda.audit import adversary_error_m, audit_mechanism
-
-    out: dict[str, Any] = {"status": mech.status, "audited": False, "loss_m": float(mech.loss_m)}
-    if mech.matrix is None:
-        return out
-    out["adversary_error_m"] = float(adversary_error_m(mech.matrix, inst.prior, inst.d_km * 1000.0))
-    if (mech.details or {}).get("estimated"):
-        return out
-    aud = audit_mechanism(mech.matrix, inst.d_km, float(epsilon_per_km))
-    out.update(
-        audited=True,
-        passed=bool(aud.passed),
-        violation_rate=float(aud.violation_rate),
-        epsilon_min_per_km=float(aud.epsilon_min_per_km),
-        scope=str(aud.scope),
-    )
-    return out
+    return mechanism_numbers(inst, mech, epsilon_per_km)

@@ -24,7 +24,7 @@ import numpy as np
 
 from panda.mechanisms.base import check_epsilon
 
-__all__ = ["MdpAudit", "WorstPair", "audit_mechanism", "adversary_error_m"]
+__all__ = ["MdpAudit", "WorstPair", "audit_mechanism", "adversary_error_m", "mechanism_numbers"]
 
 #: Elements of one ``chunk x K x M`` block of log-ratios (bounds the audit's memory, ~32 MB).
 _CHUNK_ELEMENTS = 4_000_000
@@ -423,3 +423,30 @@ def adversary_error_m(
 
 
 # --- PAnDA (PmDP) audit ---
+
+
+def mechanism_numbers(instance: object, mechanism: object, epsilon_per_km: float) -> dict:
+    """Exact mDP audit (every record pair), Bayes attacker's error and loss of a mechanism's matrix.
+
+    ``instance`` is a :class:`panda.Instance` (``d_km``, ``prior``), ``mechanism`` a
+    :class:`panda.mechanisms.Mechanism` (``status``, ``loss_m``, ``matrix``, ``details``). Plain values only,
+    for the dashboard (the job ``mechanism_numbers`` of :mod:`panda.jobs`) and the prepare command. A sampled
+    estimate (``details["estimated"]``) is not audited: an exact audit of sampling noise would report
+    violations the mechanism does not have.
+    """
+    out: dict = {"status": mechanism.status, "audited": False, "loss_m": float(mechanism.loss_m)}
+    matrix = mechanism.matrix
+    if matrix is None:
+        return out
+    out["adversary_error_m"] = float(adversary_error_m(matrix, instance.prior, instance.d_km * 1000.0))
+    if (mechanism.details or {}).get("estimated"):
+        return out
+    aud = audit_mechanism(matrix, instance.d_km, float(epsilon_per_km))
+    out.update(
+        audited=True,
+        passed=bool(aud.passed),
+        violation_rate=float(aud.violation_rate),
+        epsilon_min_per_km=float(aud.epsilon_min_per_km),
+        scope=str(aud.scope),
+    )
+    return out

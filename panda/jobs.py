@@ -121,6 +121,14 @@ def _job_attacker_errors(instance, matrix, true_prior, attacker_priors, progress
     return [float(adversary_error_m(matrix, true_prior, distance_m, attacker_prior=q)) for q in attacker_priors]
 
 
+def _job_mechanism_numbers(instance, mechanism, epsilon_per_km, progress):
+    """Audit a mechanism exactly, with its attacker's error and loss (:func:`panda.audit.mechanism_numbers`)."""
+    from panda.audit import mechanism_numbers
+
+    progress("the exact audit of every pair", 0.0)
+    return mechanism_numbers(instance, mechanism, epsilon_per_km)
+
+
 #: Job name -> function(*args, progress) run on a worker.
 JOBS: dict[str, Callable[..., Any]] = {
     "run_panda": _job_run_panda,
@@ -131,6 +139,7 @@ JOBS: dict[str, Callable[..., Any]] = {
     "relaxed_lower_bound": _job_relaxed_lower_bound,
     "repeated_reports": _job_repeated_reports,
     "attacker_errors": _job_attacker_errors,
+    "mechanism_numbers": _job_mechanism_numbers,
 }
 
 #: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
@@ -141,6 +150,7 @@ JOB_PRIORITY: dict[str, int] = {
     "relaxed_lower_bound": 10,
     "repeated_reports": 10,
     "attacker_errors": 10,
+    "mechanism_numbers": 10,
     "delta_sweep": 0,
     "tradeoff_curve": 0,
 }

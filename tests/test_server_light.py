@@ -1,0 +1,39 @@
+"""Nothing heavy in the web server process (issue 29, item 3): the exact audit of a mechanism's every pair
+runs as a job on a Dask worker, with the job's time and memory limits.
+
+The test poisons the audit functions in this (the server's) process: the dashboard's numbers must still
+come out, from a worker process where the functions are intact, and equal a direct computation.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("streamlit")
+
+from apptest_support import SMALL  # noqa: E402
+
+import panda  # noqa: E402
+import panda.audit  # noqa: E402
+
+
+def _poisoned(*_args, **_kwargs):
+    msg = "the exact audit ran in the web server process"
+    raise AssertionError(msg)
+
+
+def test_the_exact_audit_of_a_mechanism_runs_on_a_worker(monkeypatch):
+    from app import state
+    from app.params import Params
+
+    monkeypatch.setenv("PANDA_RESULT_STORE", "off")  # nothing kept from earlier tests: the job must run
+    view = Params(n_records=int(SMALL["K"]), n_users=int(SMALL["N"]), n_outputs=int(SMALL["M"]), seed=11).instance_key
+    mech = state.baseline(view, "em", 4.0, ())
+    inst = state.instance(*view)
+    expected = panda.audit.mechanism_numbers(inst, mech, 4.0)
+    state.mechanism_numbers.clear()
+    monkeypatch.setattr(panda.audit, "audit_mechanism", _poisoned)
+    monkeypatch.setattr(panda.audit, "adversary_error_m", _poisoned)
+    numbers = state.mechanism_numbers(view, "em", 4.0, ())
+    assert numbers == expected
+    assert numbers["audited"] and 0.0 <= numbers["violation_rate"] <= 1.0 and numbers["adversary_error_m"] > 0.0
