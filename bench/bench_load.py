@@ -287,8 +287,10 @@ def _random_link(rng: random.Random) -> tuple[str, str]:
 class _SoakUser:
     """One student: an open websocket session on the Lesson, random moves until the deadline."""
 
-    def __init__(self, port: int, rng: random.Random, run_timeout_s: float) -> None:
-        self.port, self.rng, self.run_timeout_s = port, rng, run_timeout_s
+    def __init__(
+        self, port: int, rng: random.Random, run_timeout_s: float, pause_s: tuple[float, float] = (2.0, 6.0)
+    ) -> None:
+        self.port, self.rng, self.run_timeout_s, self.pause_s = port, rng, run_timeout_s, pause_s
         self.moves: list[dict] = []  # kind, seconds to script_finished, ok, applied
 
     async def _run(self, ws, back, expected: str | None, want_eps: float | None) -> dict:
@@ -366,7 +368,7 @@ class _SoakUser:
                     )
                     widgets, states = first["widgets"], _merge_states({}, first["states"])
                     while time.monotonic() < end:
-                        await asyncio.sleep(rng.uniform(2.0, 6.0))
+                        await asyncio.sleep(rng.uniform(*self.pause_s))
                         if time.monotonic() >= end:
                             return
                         if page or not widgets or rng.random() < 0.2:
