@@ -10,11 +10,19 @@ A process-wide :class:`Executor` (:func:`get_executor`) runs jobs on a Dask clus
   ``dask worker`` processes started from the project root, not ``LocalCluster(processes=True)``:
   that one starts its workers with multiprocessing's *spawn*, which re-runs ``sys.modules["__main__"]``,
   and under Streamlit that is the app script (measured: the nanny fails to start).
-* **A cluster when named**: ``PANDA_DASK_SCHEDULER=tcp://host:8786`` (or ``Executor(address)``)
-  connects to an existing scheduler instead. Its workers must import ``panda`` (run them from the
-  project's checkout or install the package: ``cd /path/to/checkout && PYTHONPATH=. dask worker ...``),
-  one thread each (``--nthreads 1``), optionally ``--preload panda.execution`` for the address-space
-  cap and warm imports, ``--resources long=1`` on the workers that may run long jobs (see below).
+  **Toward other users of the machine** (a connection to a scheduler or worker runs any Python code as
+  this user): every connection is TLS with a certificate made for the cluster
+  (``Security.temporary()``; the worker processes read it from a private 0700 folder, removed with the
+  cluster) that both ends must show, and every listener (scheduler, its HTTP routes, nannies, workers,
+  the workers' HTTP routes) binds 127.0.0.1. A local scheduler that stopped is replaced by a new local
+  cluster on the next job (:attr:`Executor.recoveries`); the executor stays open meanwhile.
+* **A cluster when named**: ``PANDA_DASK_SCHEDULER=tls://host:8786`` (or ``Executor(address)``)
+  connects to an existing scheduler instead, with the certificates of Dask's own configuration
+  (:data:`TLS_CONFIG_ENV`: ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``, ``..._CLIENT__CERT``,
+  ``..._CLIENT__KEY``; README "Serving a class" makes them). Its workers must import ``panda`` (run them
+  from the project's checkout or install the package: ``cd /path/to/checkout && PYTHONPATH=. dask
+  worker ...``), one thread each (``--nthreads 1``), optionally ``--preload panda.execution`` for the
+  address-space cap and warm imports, ``--resources long=1`` on the workers that may run long jobs.
 
 :meth:`Executor.run` returns a job's value or raises :class:`JobError` / :class:`JobTimeout` with a
 readable message (never a traceback):
@@ -39,7 +47,8 @@ readable message (never a traceback):
   six methods at K = 200 on 2 cores: 22 s, against 34 s with only the cores' two workers, one of
   them kept), and an interactive job shares the CPU with them rather than wait for them.
 * **Cores**: each running job leaves a file named by its worker's pid in a per-machine folder
-  (:data:`RUNNING_DIR_ENV`), and the optimal LP's compiled steps (:mod:`panda._pdhg_blocks`) use the
+  (:data:`RUNNING_DIR_ENV`; used only if it is this user's own folder and not a symlink, narrowed to
+  mode 0700, its files made and removed without following links), and the optimal LP's compiled steps (:mod:`panda._pdhg_blocks`) use the
   job's share of the cores (:func:`core_share`), asked before every batch of steps: both cores when it
   runs alone, one each when two jobs run (two spinning OpenMP threads per job on 2 cores collapse).
 * **Sharing**: a job's Dask key is its name plus a hash of its arguments (:func:`job_key`), so
@@ -90,7 +99,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Environment variable naming an existing scheduler (``tcp://host:port``): connect instead of starting one.
+#: Environment variable naming an existing scheduler (``tls://host:port``): connect instead of starting one.
 SCHEDULER_ENV = "PANDA_DASK_SCHEDULER"
 #: Environment variable overriding the number of local worker processes.
 WORKERS_ENV = "PANDA_DASK_WORKERS"

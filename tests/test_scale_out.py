@@ -1,10 +1,11 @@
-"""Scale-out on loopback: the dashboard's jobs run on a separate Dask scheduler and its workers.
+"""Scale-out on loopback: the dashboard's jobs run on a separate Dask scheduler and its workers, over TLS.
 
-Starts ``dask scheduler`` and two ``dask worker`` processes (from the project root, ``PYTHONPATH``
-set, as on the machines of a class), then ``streamlit run app`` with ``PANDA_DASK_SCHEDULER`` pointing
-at the scheduler, and renders the Lesson page and the PAnDA page in a real Chromium. The scheduler's
-event log proves the jobs ran on those two workers, and the server started no workers of its own.
-Everything is stopped at teardown.
+Makes a certificate authority and a certificate with README's openssl commands, starts ``dask scheduler``
+and two ``dask worker`` processes with them (from the project root, ``PYTHONPATH`` set, as on the
+machines of a class), then ``streamlit run app`` with ``PANDA_DASK_SCHEDULER=tls://...`` and the
+certificate in Dask's own configuration variables, and renders the Lesson page and the PAnDA page in a
+real Chromium. The scheduler's event log proves the jobs ran on those two workers, and the server
+started no workers of its own. Everything is stopped at teardown.
 """
 
 from __future__ import annotations
@@ -29,9 +30,20 @@ from test_browser import (  # noqa: F401 (fixtures and helpers of the browser te
 pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
 
-from panda.execution import EVENT_TOPIC, MESSAGE_LOG_ENV, MESSAGE_LOG_LENGTH  # noqa: E402
+from panda.execution import EVENT_TOPIC, MESSAGE_LOG_ENV, MESSAGE_LOG_LENGTH, TLS_CONFIG_ENV  # noqa: E402
 
-pytestmark = pytest.mark.browser
+#: README "Serving a class": a certificate authority, and one certificate signed by it for the scheduler,
+#: the workers and the web server (run in the certificates' folder).
+OPENSSL_COMMANDS = """
+openssl req -x509 -newkey rsa:3072 -nodes -days 825 -subj "/CN=panda-dask-ca" -keyout ca.key -out ca.pem \\
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+openssl req -newkey rsa:3072 -nodes -subj "/CN=panda-dask" -keyout dask.key -out dask.csr \\
+    -addext "basicConstraints=critical,CA:FALSE" -addext "keyUsage=critical,digitalSignature,keyEncipherment" \\
+    -addext "extendedKeyUsage=serverAuth,clientAuth" -addext "subjectAltName=DNS:panda-dask"
+openssl x509 -req -in dask.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 825 -copy_extensions copy -out dask.pem
+chmod 600 ca.key dask.key
+"""
+LOOPBACK = {"127.0.0.1", "::1"}
 
 
 def _stop(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
@@ -63,13 +75,43 @@ def _family(procs: list[subprocess.Popen]) -> list[psutil.Process]:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """``dask scheduler`` + two one-thread ``dask worker`` processes on loopback; yields the scheduler's address."""
+def certificates(tmp_path_factory):
+    """README's certificates, made with openssl in a private folder: {"ca", "cert", "key"} paths."""
+    folder = tmp_path_factory.mktemp("dask-tls")
+    folder.chmod(0o700)
+    done = subprocess.run(["sh", "-e", "-c", OPENSSL_COMMANDS], cwd=folder, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return {"ca": str(folder / "ca.pem"), "cert": str(folder / "dask.pem"), "key": str(folder / "dask.key")}
+
+
+def _security(certificates):
+    from distributed import Security
+
+    return Security(
+        tls_ca_file=certificates["ca"],
+        tls_client_cert=certificates["cert"],
+        tls_client_key=certificates["key"],
+        require_encryption=True,
+    )
+
+
+def _tls_env(certificates) -> dict[str, str]:
+    """Dask's configuration of a client's certificates, as the web server gets it."""
+    return dict(zip(TLS_CONFIG_ENV, (certificates["ca"], certificates["cert"], certificates["key"]), strict=True))
+
+
+@pytest.fixture(scope="module")
+def cluster(certificates):
+    """``dask scheduler`` + two one-thread ``dask worker`` processes on loopback, over TLS.
+
+    Yields the scheduler's address, the workers' addresses by name, and the processes.
+    """
     from distributed import Client
 
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    address = f"tls://127.0.0.1:{port}"
+    tls = ["--tls-ca-file", certificates["ca"], "--tls-cert", certificates["cert"], "--tls-key", certificates["key"]]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
@@ -77,28 +119,30 @@ def cluster():
     env.pop("PANDA_DASK_SCHEDULER", None)
     log = open(ARTIFACTS / "scale-out-cluster.log", "wb")  # noqa: SIM115 (closed in the finally)
     dask_cli = [sys.executable, "-m", "dask"]
+    # as README "Serving a class" starts them (on loopback, and the HTTP routes on loopback too)
+    scheduler = [*dask_cli, "scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port", str(port), *tls]
+    scheduler += ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
     procs = [
         subprocess.Popen(
-            [*dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            scheduler,
             cwd=ROOT,
-            # as README "Serving a class" starts it
             env={**env, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1", MESSAGE_LOG_ENV: str(MESSAGE_LOG_LENGTH)},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
     ]
-    worker = [*dask_cli, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
-    worker += ["--host", "127.0.0.1", "--preload", "panda.execution"]
+    worker = [*dask_cli, "worker", address, *tls, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
+    worker += ["--dashboard-address", "127.0.0.1:0", "--host", "127.0.0.1", "--preload", "panda.execution"]
     for name, extra in (("class-a", []), ("class-b", ["--resources", "long=1"])):
         procs.append(
             subprocess.Popen([*worker, "--name", name, *extra], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         )
     try:
-        with Client(address, timeout=60, set_as_default=False) as client:
+        with Client(address, timeout=60, set_as_default=False, security=_security(certificates)) as client:
             client.wait_for_workers(2, timeout=120)
             names = {w["name"]: a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
         assert set(names) == {"class-a", "class-b"}
-        yield address, names
+        yield address, names, procs
     finally:
         everything = _family(procs)
         for proc in reversed(procs):  # the workers first, then the scheduler
@@ -111,18 +155,65 @@ def cluster():
             time.sleep(0.2)
 
 
+PROBE = """
+import os
+from panda.execution import Executor, JobError
+ex = Executor(os.environ["PANDA_DASK_SCHEDULER"], connect_timeout_s=20)
+try:
+    print("worker pid", ex.run(os.getpid, timeout_s=60))
+except JobError as exc:
+    print("JobError:", exc)
+finally:
+    ex.close()
+"""
+
+
+def test_the_tls_cluster_serves_executors_with_the_certificate_only(cluster, certificates):
+    """A server with the certificate in Dask's configuration runs jobs there; without it, a plain error;
+    a client with another certificate is refused. Every listener of the cluster is on loopback."""
+    from distributed import Client, Security
+
+    address, names, procs = cluster
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PANDA_DASK_SCHEDULER": address}
+    for name in TLS_CONFIG_ENV:
+        env.pop(name, None)
+    probe = [sys.executable, "-c", PROBE]
+    done = subprocess.run(probe, cwd=ROOT, env={**env, **_tls_env(certificates)}, capture_output=True, text=True)
+    worker_pids = {p.pid for p in _family(procs[1:])}
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("worker pid ") and int(done.stdout.split()[-1]) in worker_pids, done.stdout
+    done = subprocess.run(probe, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == (
+        f"JobError: the computing cluster at {address} needs TLS certificates: set "
+        + ", ".join(TLS_CONFIG_ENV)
+        + ' (README "Serving a class")'
+    ), done.stdout + done.stderr
+    with pytest.raises(Exception, match="TLS|certificate|closed|Timed out"):
+        with Client(address, timeout=5, set_as_default=False, security=Security.temporary()) as client:
+            client.scheduler_info()
+    listening = [
+        (proc.pid, conn.laddr)
+        for proc in _family(procs)
+        for conn in proc.net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN
+    ]
+    # the scheduler and its HTTP routes; per worker: its nanny, its comm and its HTTP routes
+    assert len(listening) == 2 + 2 * 3 and all(addr.ip in LOOPBACK for _, addr in listening), listening
+
+
 @pytest.fixture(scope="module")
-def class_server(cluster, tmp_path_factory):
+def class_server(cluster, certificates, tmp_path_factory):
     """``PANDA_DASK_SCHEDULER=... streamlit run app`` on a free loopback port; stopped at teardown.
 
     Its own, empty result store: what earlier tests computed must not spare the cluster its jobs.
     """
-    address, _ = cluster
+    address, _, _ = cluster
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log = open(ARTIFACTS / "scale-out-streamlit.log", "wb")  # noqa: SIM115 (closed in the finally)
     db = f"sqlite:///{tmp_path_factory.mktemp('scale-out-db') / 'class.db'}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DASK_SCHEDULER": address, "PANDA_DB_URL": db}
+    env.update(_tls_env(certificates))  # Dask's own configuration: the server's client shows the certificate
     cmd = streamlit_cmd(port)
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
@@ -138,14 +229,15 @@ def _metric_text(page, label: str) -> str:
     return box.locator('[data-testid="stMetricValue"]').inner_text()
 
 
-def test_the_dashboard_runs_its_jobs_on_the_named_cluster(cluster, class_server, browser):  # noqa: F811
+@pytest.mark.browser
+def test_the_dashboard_runs_its_jobs_on_the_named_cluster(cluster, certificates, class_server, browser):  # noqa: F811
     from distributed import Client
 
-    address, names = cluster
+    address, names, _ = cluster
     url, server_proc = class_server
     # The jobs' start events, as they happen (the scheduler keeps only the last few of a topic).
     events: list[dict] = []
-    watcher = Client(address, timeout=60, set_as_default=False)
+    watcher = Client(address, timeout=60, set_as_default=False, security=_security(certificates))
     watcher.subscribe_topic(EVENT_TOPIC, lambda event: events.append(event[1]))
     context = browser.new_context(viewport={"width": 1600, "height": 2200})
     page = context.new_page()
