@@ -143,8 +143,9 @@ def short_status(status: str) -> tuple[str, str]:
 
 
 #: Characters Streamlit's markdown gives a meaning to inside a line (links, images, emphasis, code, HTML, tables,
-#: maths, e-mail autolinks); "://" and "www." are broken up too, so no bare address becomes a link.
-_MARKDOWN = set("\\`*_{}[]()<>#+!|~$@")
+#: maths, e-mail autolinks, character references such as "&amp;"); "://" and "www." are broken up too, so no bare
+#: address becomes a link.
+_MARKDOWN = set("\\`*_{}[]()<>#+!|~$@&")
 
 
 def plain(text: str) -> str:

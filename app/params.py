@@ -222,7 +222,9 @@ def to_config(p: Params, *, solve_relaxed: bool = False) -> panda.PandaConfig:
 
 
 def _fmt(v: float) -> str:
-    return f"{v:g}"
+    """A number's URL text: short ("5", "1e-07"), and exact (the link gives back the same float)."""
+    short = f"{v:g}"
+    return short if float(short) == v else repr(float(v))
 
 
 def to_query(p: Params) -> dict[str, str]:
@@ -262,6 +264,17 @@ def _nearest(options: tuple, value: float) -> float:
     return min(finite, key=lambda o: abs(math.log(o) - math.log(value)))
 
 
+def _span(options: tuple) -> str:
+    finite = [o for o in options if o is not None]
+    return f"{min(finite):g} to {max(finite):g}"
+
+
+def _offered(options: tuple, value: float) -> bool:
+    """True when ``value`` lies within the offered options' span (it is then moved to the nearest one)."""
+    finite = [o for o in options if o is not None]
+    return math.isfinite(value) and min(finite) <= value <= max(finite)
+
+
 def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Params, list[str]]:
     """Read a view from query parameters; unknown or bad values are ignored and reported.
 
@@ -285,10 +298,17 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         if raw is None:
             return
         try:
-            value = cast(float(raw)) if cast is int else cast(raw)
+            x = float(raw)
         except ValueError:
+            x = math.nan
+        if math.isnan(x):  # ?eps=nan too
             problems.append(f"'{key}={_shown(raw)}' is not a number: ignored.")
             return
+        if cast is int and math.isfinite(x) and not x.is_integer():  # ?K=200.5 is not K = 200
+            problems.append(f"'{key}={_shown(raw)}' is not a whole number: ignored.")
+            return
+        try:
+            value = cast(x)
         except OverflowError:  # int(float("inf")): ?K=inf, ?seed=1e999
             problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
             return
@@ -298,12 +318,16 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         changes[field] = value
 
     city, bbox, upload = get("city"), get("bbox"), get("file")
-    if upload:
+    # One road network: an uploaded file, else a box, else a city. A link naming two says which one is not used.
+    sources = [(key, value) for key, value in (("file", upload), ("bbox", bbox), ("city", city)) if value is not None]
+    for key, value in sources[1:]:
+        problems.append(f"'{key}={_shown(value)}' is not used because the link also has {sources[0][0]}=: ignored.")
+    if upload is not None:
         if _FILE_ID.fullmatch(upload):
             changes["source"] = f"file:{upload}"
         else:
             problems.append(f"'file={_shown(upload)}' is not an uploaded file's id (16 hex digits): ignored.")
-    elif bbox:
+    elif bbox is not None:
         try:
             values = tuple(float(v) for v in bbox.split(","))
             if len(values) != 4:
@@ -312,7 +336,7 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
             changes["source"] = bbox_source(values)  # type: ignore[arg-type]
         except ValueError:
             problems.append(f"'bbox={_shown(bbox)}' is not a valid west,south,east,north box: ignored.")
-    elif city:
+    elif city is not None:
         if city.lower() in panda.list_cities():
             changes["source"] = f"city:{city.lower()}"
         else:
@@ -342,11 +366,12 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
     if raw_delta is not None:
         try:
             d = float(raw_delta)
-            if not (0 < d < 1):
+            if not _offered(DELTA_OPTIONS, d):  # ?delta=5e-324 is not delta = 1e-9
                 raise ValueError
             changes["delta"] = _nearest(DELTA_OPTIONS, d)
         except ValueError:
-            problems.append(f"'delta={_shown(raw_delta)}' is not a probability in (0, 1): ignored.")
+            low, high = min(DELTA_OPTIONS), max(DELTA_OPTIONS)
+            problems.append(f"'delta={_shown(raw_delta)}' is not a probability from {low:g} to {high:g}: ignored.")
     number("alpha", "alpha", float, *RANGES["alpha"])
     number("lambda", "lambda_per_km", float, *RANGES["lambda_per_km"])
     gamma = get("gamma")
@@ -356,11 +381,12 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         else:
             try:
                 g = float(gamma)
-                if not (g > 0 and math.isfinite(g)):
+                if not _offered(GAMMA_OPTIONS, g):  # ?gamma=1e9 is not gamma = 5 km
                     raise ValueError
                 changes["gamma_km"] = _nearest(GAMMA_OPTIONS, g)
             except ValueError:
-                problems.append(f"'gamma={_shown(gamma)}' is not 'auto' or a distance in km: ignored.")
+                span = _span(GAMMA_OPTIONS)
+                problems.append(f"'gamma={_shown(gamma)}' is not 'auto' or a distance from {span} km: ignored.")
     number("Gamma", "neighbourhood_size", int, *RANGES["neighbourhood_size"])
     radius = get("radius")
     if radius is not None:
@@ -369,11 +395,12 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         else:
             try:
                 r = float(radius)
-                if not (r > 0 and math.isfinite(r)):
+                if not _offered(RADIUS_OPTIONS, r):
                     raise ValueError
                 changes["constraint_radius_km"] = _nearest(RADIUS_OPTIONS, r)
             except ValueError:
-                problems.append(f"'radius={_shown(radius)}' is not 'all' or a distance in km: ignored.")
+                span = _span(RADIUS_OPTIONS)
+                problems.append(f"'radius={_shown(radius)}' is not 'all' or a distance from {span} km: ignored.")
     lb = get("lb")
     if lb is not None:
         if lb in ("0", "1"):
@@ -424,17 +451,26 @@ ECHO_MAX_CHARS = 40
 def _shown(value: object) -> str:
     """A value from a link as a message may echo it: at most ECHO_MAX_CHARS characters, one line."""
     text = " ".join(str(value).split())
+    # Control and format characters (NUL, a right-to-left override that would turn the sentence around) as "�".
+    text = "".join(c if c.isprintable() else "\ufffd" for c in text)
     return text if len(text) <= ECHO_MAX_CHARS else text[: ECHO_MAX_CHARS - 1] + "…"
 
 
-def _parse_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError("is not a whole number") from None
-    if value < 0:
-        raise ValueError("is negative")
-    return value
+def _index_below(high: float, what: str) -> Callable[[str], int]:
+    """The parser of a position in a list that never holds more than ``high`` items (a user, a place)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError("is not a whole number") from None
+        if value < 0:
+            raise ValueError("is negative")
+        if value >= high:  # ?user=99999999999999999999: no view has that many
+            raise ValueError(f"is not {what} (0 to {high - 1:g})")
+        return value
+
+    return parse
 
 
 def _format_count(value: Any) -> str | None:
@@ -461,9 +497,12 @@ def _format_reports(value: Any) -> str | None:
 
 
 def _one_of(options: Mapping[str, Any], what: str) -> Callable[[str], Any]:
+    # A long list is not repeated in the message (``what`` says it: "5 to 120 in steps of 5").
+    listed = f" ({', '.join(options)})" if len(options) <= 10 else ""
+
     def parse(text: str) -> Any:
         if text not in options:
-            raise ValueError(f"is not {what} ({', '.join(options)})")
+            raise ValueError(f"is not {what}{listed}")
         return options[text]
 
     return parse
@@ -549,7 +588,7 @@ LESSON_TABS = {
 #: ``persist_state="session"`` so that its value survives a visit to another page.
 PAGE_QUERY: dict[str, PageParam] = {
     # Explore
-    "user": PageParam("sel_user", _parse_count, _format_count),
+    "user": PageParam("sel_user", _index_below(RANGES["n_users"][1], "a user number"), _format_count),
     "layers": PageParam(
         "layers",
         _list_of({k: k for k in LAYER_IDS}, "map layer"),
@@ -582,8 +621,8 @@ PAGE_QUERY: dict[str, PageParam] = {
         _one_of({k: k for k in LESSON_MECHANISMS}, "a lesson mechanism"),
         _format_default({k: k for k in LESSON_MECHANISMS}, LESSON_MECHANISMS[0]),
     ),
-    "place": PageParam("lesson_a", _parse_count, _format_count),
-    "place2": PageParam("lesson_b", _parse_count, _format_count),
+    "place": PageParam("lesson_a", _index_below(RANGES["n_records"][1], "a place number"), _format_count),
+    "place2": PageParam("lesson_b", _index_below(RANGES["n_records"][1], "a place number"), _format_count),
     "view": PageParam(
         "lesson_mode",
         _one_of({"reports": "reports", "attacker": "attacker"}, "a map view"),
