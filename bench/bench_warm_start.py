@@ -102,6 +102,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gap", type=float, default=0.005)
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument(
+        "--prep-time-limit", type=float, default=None, help="the neighbours' cold solves (default: --time-limit)"
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     inst = instance_of(args)
@@ -110,7 +113,7 @@ def main() -> None:
     neighbours: dict[float, OptimalResult] = {}
     rows = []
     for eps in ladder[:-1]:
-        neighbours[eps] = res = solve(inst, eps, args.gap, args.time_limit, None)
+        neighbours[eps] = res = solve(inst, eps, args.gap, args.prep_time_limit or args.time_limit, None)
         rows.append(record(inst, eps, "prep", 0, res))
     for rep in range(args.reps):
         for prev, eps in zip(ladder[:-1], ladder[1:], strict=True):
