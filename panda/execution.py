@@ -48,9 +48,10 @@ readable message (never a traceback):
   them kept), and an interactive job shares the CPU with them rather than wait for them.
 * **Cores**: each running job leaves a file named by its worker's pid in a per-machine folder
   (:data:`RUNNING_DIR_ENV`; used only if it is this user's own folder and not a symlink, narrowed to
-  mode 0700, its files made and removed without following links), and the optimal LP's compiled steps (:mod:`panda._pdhg_blocks`) use the
-  job's share of the cores (:func:`core_share`), asked before every batch of steps: both cores when it
-  runs alone, one each when two jobs run (two spinning OpenMP threads per job on 2 cores collapse).
+  mode 0700, its files made and removed without following links), and the optimal LP's compiled
+  steps (:mod:`panda._pdhg_blocks`) use the job's share of the cores (:func:`core_share`), asked
+  before every batch of steps: both cores when it runs alone, one each when two jobs run (two
+  spinning OpenMP threads per job on 2 cores collapse).
 * **Sharing**: a job's Dask key is its name plus a hash of its arguments (:func:`job_key`), so
   identical jobs from different sessions join one computation in flight instead of repeating it.
 
@@ -542,6 +543,12 @@ class Executor:
             self.memory_limit = 0
             self.address_space = 0
             self.local = False
+            if _unencrypted_remote(address):
+                log.warning(
+                    "the computing cluster at %s is reached without TLS: anyone who can reach it can run code "
+                    'on it (README "Serving a class": tls:// with certificates)',
+                    address,
+                )
         self.address = address
         if self.local:
             try:
@@ -566,9 +573,20 @@ class Executor:
         """
         from distributed import LocalCluster, Security
 
-        self._security = Security.temporary()
-        self._tls_dir = _write_tls_files(self._security)
+        temporary = Security.temporary()
+        self._tls_dir = _write_tls_files(temporary)
         tls_files = {"cert": str(self._tls_dir / "cert.pem"), "key": str(self._tls_dir / "key.pem")}
+        # This process reads the same files (held in memory, Dask would write the key to a new temporary
+        # file for every connection).
+        self._security = Security(
+            require_encryption=True,
+            tls_ca_file=tls_files["cert"],
+            **{
+                f"tls_{role}_{kind}": path
+                for role in ("client", "scheduler", "worker")
+                for kind, path in tls_files.items()
+            },
+        )
         try:
             self._cluster = LocalCluster(
                 n_workers=0,
@@ -676,7 +694,7 @@ class Executor:
         self._remove_tls_files()
 
     def _scheduler_gone(self) -> bool:
-        """True when the local cluster's scheduler (in this process) has stopped, or its client has."""
+        """Return True when the local cluster's scheduler (in this process) has stopped, or its client has."""
         if not self.local or self._closed:
             return False
         from distributed.core import Status
@@ -1066,8 +1084,17 @@ TLS_CONFIG_ENV = (
 )
 
 
+def _unencrypted_remote(address: str) -> bool:
+    """Return True for a ``tcp://`` (or scheme-less) address of another machine than this one."""
+    scheme, _, rest = str(address).rpartition("://")
+    if scheme not in ("", "tcp"):
+        return False
+    host = rest.rsplit(":", 1)[0].strip("[]") if ":" in rest else rest
+    return host not in ("127.0.0.1", "::1", "localhost") and not host.startswith("127.")
+
+
 def _tls_configured() -> bool:
-    """True when Dask's configuration names a certificate authority and a client certificate."""
+    """Return True when Dask's configuration names a certificate authority and a client certificate."""
     from distributed import Security
 
     sec = Security()

@@ -15,7 +15,6 @@ import ssl
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import distributed  # noqa: F401 (a runtime dependency: missing, this file fails rather than skips)
@@ -34,7 +33,8 @@ import json, os, sys
 from panda.execution import Executor
 ex = Executor(n_workers=2, memory_limit=2**30)
 ex.wait_for_workers(2, timeout_s=180)
-print(json.dumps({"address": ex.address, "tls_dir": str(ex._tls_dir), "pid": ex.run(os.getpid, timeout_s=60)}), flush=True)
+hello = {"address": ex.address, "tls_dir": str(ex._tls_dir), "pid": ex.run(os.getpid, timeout_s=60)}
+print(json.dumps(hello), flush=True)
 for line in sys.stdin:
     if line.strip() != "run":
         break
@@ -66,7 +66,12 @@ def server(tmp_path_factory):
     env.pop(SCHEDULER_ENV, None)
     log = open(ARTIFACTS / "execution-security-server.log", "wb")  # noqa: SIM115 (closed in the finally)
     proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+        [sys.executable, "-c", SERVER],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
         text=True,
     )
     try:
@@ -249,3 +254,15 @@ def test_marker_symlinks_are_neither_followed_nor_removed_through(running_dir, t
     assert not os.path.lexists(marker)
     after = os.stat(victim)
     assert victim.read_text() == "keep" and (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+
+
+def test_a_named_scheduler_without_tls_on_another_machine_is_warned_about(caplog):
+    from panda.execution import Executor
+
+    cases = (("tcp://192.0.2.7:8786", True), ("tcp://127.0.0.1:8786", False), ("tls://192.0.2.7:8786", False))
+    for address, warned in cases:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="panda.execution"):
+            ex = Executor(address, connect_timeout_s=1.0)  # connects on first use only
+            ex.close()
+        assert ("reached without TLS" in caplog.text) is warned, address
