@@ -740,7 +740,11 @@ class Executor:
 
     @property
     def client(self) -> Any:
-        """The ``distributed.Client``, connected on first use (raises JobError if the scheduler is unreachable)."""
+        """The ``distributed.Client``, connected on first use (raises JobError if the scheduler is unreachable).
+
+        A local cluster whose scheduler stopped is replaced first (:meth:`_recover`).
+        """
+        self._recover()
         if self._client is None:
             self._connect()
         return self._client
