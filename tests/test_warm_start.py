@@ -122,3 +122,25 @@ def test_bad_warm_is_refused(inst):
     empty = OptimalResult(None, np.inf, -np.inf, -np.inf, np.inf, False, "time limit")
     with pytest.raises(ValueError, match="'warm' parameter"):
         solve_optimal(cost, inst.d_km, 5.0, warm=empty)
+
+
+def test_solve_ladder_starts_each_eps_from_the_nearest_solved_one(inst, frozen):
+    from panda.optimal import solve_ladder
+
+    cost = inst.prior[:, None] * inst.cost_m
+
+    def options(eps: float) -> dict:
+        return {
+            "seed_rows": spanner_seed_rows(inst, eps, ETA),
+            "start_matrix": em_matrix(output_distances_km(inst), eps),
+        }
+
+    common = {"eta": ETA, "gap": GAP, "time_limit_s": 600.0, "method": "pdhg", "batch": 1.0, "round_steps": 256}
+    out = solve_ladder(cost, inst.d_km, [5.0, 2.0, 3.5], options=options, **common)
+    assert list(out) == [5.0, 2.0, 3.5]
+    assert out[5.0].info["warm"] is None  # the first is cold
+    assert out[2.0].info["warm"]["epsilon_from"] == 5.0
+    assert out[3.5].info["warm"]["epsilon_from"] == 5.0  # nearer than 2 in log eps
+    for eps, res in out.items():
+        assert res.solved and audit_mechanism(res.matrix, inst.d_km, eps).passed
+        assert res.lower_bound <= _optimum(inst, eps) * (1 + 1e-9)

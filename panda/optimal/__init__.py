@@ -53,6 +53,8 @@ The package, one job a file (the names above are all importable from :mod:`panda
 * :mod:`panda.optimal.repair`: the exact repair (:func:`exact_repair`);
 * :mod:`panda.optimal.bound`: the lower bounds, floored and floor-free (:func:`dual_bound`,
   :func:`best_pair_multipliers`);
+* :mod:`panda.optimal.warm`: the warm start from a solve at another eps (``solve_optimal(warm=...)``)
+  and :func:`solve_ladder` (a curve's eps, each warm from the nearest solved one);
 * :mod:`panda.optimal.near`: the near lists (:class:`_Near`); :mod:`panda.optimal.result`: :class:`OptimalResult`.
 
 The tuning constants below, the public functions the modules call one another by, and ``pdhg``,
@@ -76,6 +78,7 @@ __all__ = [
     "exact_repair",
     "pdhg_round_steps",
     "separate_right",
+    "solve_ladder",
     "solve_optimal",
 ]
 
@@ -159,6 +162,6 @@ from panda.optimal.repair import (  # noqa: E402
 from panda.optimal.bound import best_pair_multipliers, dual_bound  # noqa: E402
 from panda.optimal.separation import _new_rows as _new_rows, _pair_matrix as _pair_matrix, separate_right  # noqa: E402
 from panda.optimal.steps import _pdhg_rounds as _pdhg_rounds, pdhg_round_steps  # noqa: E402
-from panda.optimal.warm import WarmStart as WarmStart  # noqa: E402
+from panda.optimal.warm import WarmStart as WarmStart, solve_ladder  # noqa: E402
 from panda.optimal.driver import solve_optimal  # noqa: E402
 # isort: on

@@ -20,6 +20,7 @@ a cold one's.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,4 +112,33 @@ def warm_duals(ws: WarmStart, s: np.ndarray, x: np.ndarray, y: np.ndarray, k: in
     if keys.size:
         hit = keys[pos] == want
         out[hit] = lam[pos[hit]]
+    return out
+
+
+def solve_ladder(
+    cost: np.ndarray,
+    d_km: np.ndarray,
+    epsilons: Sequence[float],
+    *,
+    warm: bool = True,
+    options: Callable[[float], dict] | None = None,
+    **common: Any,
+) -> dict[float, OptimalResult]:
+    """Solve the optimal LP at every eps of ``epsilons``, in that order, each warm from the nearest solved one.
+
+    A curve's ladder (e.g. from the largest eps down): each solve starts from the result at the eps nearest
+    to it (in ``log eps``) among those already solved and holding a matrix (``warm=False``: every solve
+    cold, for comparison). ``options(eps)`` gives the solve's own keywords (seed rows, start matrix, ...),
+    ``common`` the shared ones (``gap``, ``time_limit_s`` per solve, ``method``, ...). Every result is
+    certified on its own, exactly as a cold one. Returns the results by eps.
+    """
+    out: dict[float, OptimalResult] = {}
+    for eps in (float(e) for e in epsilons):
+        start = None
+        if warm:
+            held = [e for e, r in out.items() if r.matrix is not None]
+            if held:
+                start = out[min(held, key=lambda e: abs(np.log(e / eps)))]
+        kwargs = dict(common) | (options(eps) if options is not None else {})
+        out[eps] = _pkg.solve_optimal(cost, d_km, eps, warm=start, **kwargs)
     return out
