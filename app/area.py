@@ -10,6 +10,13 @@
 
 A failure is a sentence in the sidebar (``net_error``); the network shown before stays active.
 :func:`preview_deck` is pure (no ``st.*``): the place's box as a pydeck map without a basemap.
+
+**Downloads** (:func:`download`, every *Download* button's path) run as jobs on the executor's worker
+processes (:func:`panda.download_jobs.download_bbox`: one lock per box, a few at a time, a time and a
+memory limit); the web server never downloads itself (``panda.network.IN_PROCESS_DOWNLOADS`` is off
+in a running server). **A link never downloads**: a link's box that is not in the download cache
+(:func:`check_source`) leaves the embedded city on the map, and the page shows the box, its size and a
+button *Download this area (≈ N km²)* (:func:`show_pending_box`); a box in the cache opens at once.
 """
 
 from __future__ import annotations
@@ -21,10 +28,29 @@ import pydeck as pdk
 import streamlit as st
 
 import panda
+from app import state
 from app.messages import looks_technical, plain_error
+from app.params import bbox_source, parse_source
+from panda import download_jobs
 from panda.network import MAX_BBOX_AREA_KM2, MAX_QUERY_CHARS, MAX_UPLOAD_BYTES, UPLOAD_SUFFIXES
 
-__all__ = ["SOURCE_PLACE", "SOURCE_FILE", "controls", "preview_deck", "place_failure", "upload_failure"]
+__all__ = [
+    "SOURCE_PLACE",
+    "SOURCE_FILE",
+    "controls",
+    "preview_deck",
+    "place_failure",
+    "upload_failure",
+    "download",
+    "download_failure",
+    "check_source",
+    "show_pending_box",
+    "box_just_downloaded",
+    "area_label",
+]
+
+if st.runtime.exists():  # a running web server: it never downloads itself (downloads are worker jobs)
+    panda.network.IN_PROCESS_DOWNLOADS = False
 
 #: The "Source" radio's options added here (stable values: tests and links rely on them).
 SOURCE_PLACE = "Place name (live download)"
@@ -239,3 +265,161 @@ def controls(kind: str, download: Callable[[tuple[float, float, float, float]], 
         return _file_controls()
     msg = f"The 'kind' parameter of controls must be {SOURCE_PLACE!r} or {SOURCE_FILE!r}. Got {kind!r} instead."
     raise ValueError(msg)
+
+
+# --------------------------------------------------------------------------------------------
+# Bounding-box downloads: only a click starts one, on a worker process
+# --------------------------------------------------------------------------------------------
+
+
+def area_label(area_km2: float) -> str:
+    """An area for a person: ``0.72 km²``, ``5.5 km²``, ``2,330 km²``."""
+    if area_km2 < 1:
+        return f"{area_km2:.2f} km²"
+    return f"{area_km2:,.1f} km²" if area_km2 < 100 else f"{area_km2:,.0f} km²"
+
+
+def _embedded_hint() -> str:
+    return ", ".join(panda.list_cities())
+
+
+def download_failure(exc: BaseException) -> tuple[str, str]:
+    """``(message, details)`` for a road network that could not be downloaded."""
+    plain, details = plain_error(exc)
+    if isinstance(exc, download_jobs.DownloadBusy):
+        return f"**Not now: {exc}**", ""
+    if isinstance(exc, panda.OfflineError):
+        head = "**No connection to the OpenStreetMap server:** live downloads do not work from here."
+    elif isinstance(exc, panda.DownloadError):
+        head = f"**The download failed.** {plain}"
+    elif isinstance(exc, ValueError):
+        head = f"**No usable road network in this box.** {plain}"
+    else:
+        head = f"**The download failed.** {plain}"
+    return f"{head}\n\nThe embedded cities work offline: {_embedded_hint()}.", details
+
+
+def download(box: tuple[float, float, float, float]) -> None:
+    """Download a box (after a click) on a worker; on success make it the active network.
+
+    The box is rounded to the grid (``panda.network.snap_bbox``) first; a failure is ``net_error``.
+    """
+    ss = st.session_state
+    ss.net_error_details = ""
+    try:
+        bbox = panda.network.snap_bbox(panda.BoundingBox(*box))
+    except ValueError as exc:
+        ss.net_error = f"**This bounding box is not valid.** {plain_error(exc)[0]}"
+        return
+    if bbox.area_km2 > MAX_BBOX_AREA_KM2:
+        ss.net_error = (
+            f"**This bounding box is too large:** about {bbox.area_km2:,.0f} km², the limit is "
+            f"{MAX_BBOX_AREA_KM2:,.0f} km² (the paper's Rome box is about 2,330 km²). Choose a smaller area, "
+            f"or use an embedded city: {_embedded_hint()}."
+        )
+        return
+    # The progress box lives in a slot: on failure it goes away and the error below is the one message.
+    slot = st.empty()
+    try:
+        with slot.status(
+            f"Downloading the road network (about {area_label(bbox.area_km2)}) ...", expanded=True
+        ) as status:
+            st.write("Asking the OpenStreetMap server; large boxes take minutes.")
+            download_jobs.download_bbox(
+                *bbox.as_tuple(),
+                run=state.panda_worker().run,
+                on_wait=lambda: st.write("Someone else is downloading this area right now: waiting for it."),
+            )
+            net = state.bbox_network(*bbox.as_tuple())  # from the cache file just written
+            status.update(label=f"Road network ready: {net.n_nodes:,} nodes", state="complete", expanded=False)
+    except Exception as exc:  # never a traceback in the page
+        slot.empty()
+        ss.net_error, ss.net_error_details = download_failure(exc)
+        return
+    ss.active_source = bbox_source(bbox.as_tuple())
+    ss.net_error = None
+    ss.pop("link_notice", None)
+    ss.pop("pending_box", None)
+
+
+def check_source(source: str, fallback: str) -> str:
+    """The source to load now: a box in the download cache opens at once (as its grid-rounded box); a box not
+    in it is kept aside (:func:`show_pending_box`) and ``fallback`` is returned. Other sources are returned as
+    they are. Nothing is downloaded.
+    """
+    try:
+        kind, value = parse_source(source)
+    except ValueError:
+        return source  # loading it says what is wrong
+    if kind != "bbox":
+        return source
+    try:
+        bbox = panda.network.snap_bbox(panda.BoundingBox(*value))  # type: ignore[misc]
+    except ValueError:
+        return source
+    if panda.network.is_bbox_cached(*bbox.as_tuple()):
+        return bbox_source(bbox.as_tuple())
+    st.session_state.pending_box = {"box": bbox.as_tuple(), "source": fallback, "error": None, "details": ""}
+    return fallback
+
+
+def box_just_downloaded() -> tuple[float, float, float, float] | None:
+    """The box the page's button has just downloaded (once; the next run's controls then show it), or None."""
+    return st.session_state.pop("box_downloaded", None)
+
+
+def show_pending_box() -> bool:
+    """In the page: the link's box that is not downloaded here, its size, and a button to download it.
+
+    Shown while the map still shows the network put in its place. True when the click downloaded it (the
+    caller reruns the page with the new network).
+    """
+    ss = st.session_state
+    pending = ss.get("pending_box")
+    if not pending:
+        return False
+    if ss.active_source != pending["source"]:  # the person has chosen a network since
+        del ss["pending_box"]
+        return False
+    bbox = panda.BoundingBox(*pending["box"])
+    w, s, e, n = bbox.as_tuple()
+    width_km, height_km = _box_size_km(bbox)
+    city = ss.active_source.partition(":")[2]
+    shown = panda.CITIES[city][1].split(":")[0] if city in panda.CITIES else city
+    size = area_label(bbox.area_km2)
+    with st.container(border=True, key="pending_box_panel"):
+        st.markdown(
+            f"**This link names an area that is not downloaded on this server yet:** west {w:g}°, south {s:g}°, "
+            f"east {e:g}°, north {n:g}°, about {size} ({width_km:,.1f} km × {height_km:,.1f} km). "
+            f"Nothing is downloaded until you press the button; until then the map shows the embedded city "
+            f"{shown}."
+        )
+        st.pydeck_chart(preview_deck(bbox, "the link's area"), height=220, key="pending_box_preview")
+        clicked = False
+        if bbox.area_km2 > MAX_BBOX_AREA_KM2:
+            st.error(
+                f"**This area is too large to download:** about {bbox.area_km2:,.0f} km², the limit is "
+                f"{MAX_BBOX_AREA_KM2:,.0f} km². Choose a smaller box in the sidebar, or an embedded city: "
+                f"{_embedded_hint()}."
+            )
+        else:
+            clicked = st.button(
+                f"Download this area (≈ {size})",
+                key="w_pending_download",
+                icon=":material/download:",
+                type="primary",
+                help="Downloads the drivable roads of this box from OpenStreetMap (needs internet; large boxes "
+                "take minutes) and caches them on this server.",
+            )
+        if clicked:
+            download(pending["box"])
+            if not ss.net_error:
+                ss.box_downloaded = tuple(pending["box"])
+                return True
+            pending["error"], pending["details"] = ss.net_error, ss.net_error_details
+            ss.net_error, ss.net_error_details = None, ""
+        if pending["error"]:
+            st.error(pending["error"])
+            if pending["details"]:
+                st.caption(f"Details: {pending['details']}")
+    return False

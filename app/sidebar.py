@@ -24,7 +24,6 @@ from app.params import (
     RADIUS_OPTIONS,
     RANGES,
     Params,
-    bbox_source,
     from_query,
     page_query,
     parse_source,
@@ -33,7 +32,6 @@ from app.params import (
     to_query,
 )
 from panda.instance import LOSS_LABELS
-from panda.network import MAX_BBOX_AREA_KM2
 
 __all__ = ["render", "write_query", "SOURCE_CITY", "SOURCE_BBOX", "PRESET_WIDGETS", "PRESET_HELP"]
 
@@ -134,54 +132,9 @@ def _on_box_preset_change() -> None:
         st.session_state.w_west, st.session_state.w_south, st.session_state.w_east, st.session_state.w_north = box
 
 
-def _embedded_hint() -> str:
-    return ", ".join(panda.list_cities())
-
-
-def _network_failure(exc: BaseException) -> tuple[str, str]:
-    """(message, details) for a road network that could not be downloaded or loaded."""
-    plain, details = plain_error(exc)
-    if isinstance(exc, panda.OfflineError):
-        head = "**No connection to the OpenStreetMap server:** live downloads do not work from here."
-    elif isinstance(exc, panda.DownloadError):
-        head = f"**The download failed.** {plain}"
-    elif isinstance(exc, ValueError):
-        head = f"**No usable road network in this box.** {plain}"
-    else:
-        head = f"**The download failed.** {plain}"
-    return f"{head}\n\nThe embedded cities work offline: {_embedded_hint()}.", details
-
-
 def _download(box: tuple[float, float, float, float]) -> None:
-    """Validate and download a bounding box; on success make it the active network."""
-    ss = st.session_state
-    ss.net_error_details = ""
-    try:
-        bbox = panda.BoundingBox(*box)
-    except ValueError as exc:
-        ss.net_error = f"**This bounding box is not valid.** {plain_error(exc)[0]}"
-        return
-    if bbox.area_km2 > MAX_BBOX_AREA_KM2:
-        ss.net_error = (
-            f"**This bounding box is too large:** about {bbox.area_km2:,.0f} km², the limit is "
-            f"{MAX_BBOX_AREA_KM2:,.0f} km² (the paper's Rome box is about 2,330 km²). Choose a smaller area, "
-            f"or use an embedded city: {_embedded_hint()}."
-        )
-        return
-    # The progress box lives in a slot: on failure it goes away and the error below is the one message.
-    slot = st.empty()
-    try:
-        with slot.status(f"Downloading the road network (about {bbox.area_km2:,.0f} km²) ...", expanded=True) as status:
-            st.write("Asking the OpenStreetMap server; large boxes take minutes.")
-            net = state.bbox_network(*bbox.as_tuple())
-            status.update(label=f"Road network ready: {net.n_nodes:,} nodes", state="complete", expanded=False)
-    except Exception as exc:  # never a traceback in the page
-        slot.empty()
-        ss.net_error, ss.net_error_details = _network_failure(exc)
-        return
-    ss.active_source = bbox_source(bbox.as_tuple())
-    ss.net_error = None
-    ss.pop("link_notice", None)
+    """Download a bounding box on a worker (a click's path: app.area.download); on success make it active."""
+    area.download(box)
 
 
 def _city_label(name: str) -> str:
@@ -193,7 +146,12 @@ def _active_network() -> panda.RoadNetwork:
     replaced by the default embedded city, and the source controls are set to show that city: this
     runs before they are drawn. The page then says what happened (:func:`_show_link_notice`)."""
     ss = st.session_state
-    source = ss.active_source
+    fallback = f"city:{panda.DEFAULT_CITY}"
+    # A link's box not downloaded here is not downloaded by the link: the page shows it with a button.
+    asked = ss.active_source
+    ss.active_source = source = area.check_source(asked, fallback)
+    if source != asked and source == fallback:  # the controls show what the map shows
+        ss.w_source_kind, ss.w_city, ss.net_error = SOURCE_CITY, panda.DEFAULT_CITY, None
     try:
         with st.spinner("Loading the road network ..."):  # shown only if it takes more than 0.5 s
             return state.network(source)
@@ -238,6 +196,11 @@ def _show_link_notice() -> None:
 
 def _network_controls() -> panda.RoadNetwork:
     ss = st.session_state
+    box = area.box_just_downloaded()
+    if box is not None:  # the page's button downloaded the link's box: the controls show it
+        ss.w_source_kind = SOURCE_BBOX
+        ss.w_box_preset = next((k for k, v in BBOX_PRESETS.items() if v == box), CUSTOM_BOX)
+        ss.w_west, ss.w_south, ss.w_east, ss.w_north = box
     if ss.w_source_kind == SOURCE_CITY:
         ss.active_source = f"city:{ss.w_city}"
         ss.net_error = None
@@ -587,6 +550,8 @@ def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
             help="The lower-bound LP stops after this many seconds and is then shown as 'time limit'.",
         )
     _show_link_notice()
+    if area.show_pending_box():  # the link's box was just downloaded: draw the page with it
+        st.rerun()
     return Params(
         source=ss.active_source,
         n_records=int(ss.w_K),

@@ -532,3 +532,108 @@ def test_source_strings_round_trip():
     assert q["file"] == "0123456789abcdef" and "city" not in q and "bbox" not in q
     back, problems = from_query(q)
     assert back.source == p.source and not problems
+
+
+# --------------------------------------------------------------------------------------------
+# 5. A link's bounding box: shown with a button; only the click downloads (issue 29, item 3)
+# --------------------------------------------------------------------------------------------
+
+#: The West Oakland fixture's box as a link writes it (conftest.OAKLAND_BBOX).
+OAKLAND_LINK = "-122.31,37.8,-122.28,37.82"
+
+
+@pytest.fixture
+def stub(osmnx_settings):
+    """The Overpass stand-in (West Oakland), living long enough for the executor's first download job."""
+    from conftest import OAKLAND_FILE
+    from overpass_stub import OverpassStub
+
+    server = OverpassStub(OAKLAND_FILE, max_lifetime_s=300.0)
+    osmnx_settings.overpass_url = server.url
+    yield server
+    server.stop()
+
+
+def _pending_buttons(at) -> list:
+    return [b for b in at.button if b.key == "w_pending_download"]
+
+
+def test_a_bbox_link_shows_its_box_and_only_the_click_downloads(app_env, stub):
+    from app.area import area_label
+    from conftest import OAKLAND_BBOX
+
+    at = app_env.run_ok(app_env.make_app(EXPLORE, bbox=OAKLAND_LINK))
+    assert stub.requests == []  # opening the link asked the OpenStreetMap server nothing
+    assert at.session_state["active_source"] == "city:neubrandenburg"
+    assert at.radio(key="w_source_kind").value == "Embedded city (offline)"  # what the map shows
+    area_km2 = pn.BoundingBox(*OAKLAND_BBOX).area_km2
+    assert 5.0 < area_km2 < 6.0
+    text = next(m.value for m in at.main.markdown if "not downloaded on this server yet" in m.value)
+    assert "west -122.31°, south 37.8°, east -122.28°, north 37.82°" in text
+    assert f"about {area_label(area_km2)}" in text and "km ×" in text
+    assert "Nothing is downloaded until you press the button" in text
+    assert not CODE.search(text), text
+    spec = json.loads(at.main.get("deck_gl_json_chart")[0].proto.json)  # the box drawn, no basemap
+    ring = spec["layers"][0]["data"][0]["polygon"]
+    assert ring[0] == [-122.31, 37.8] and ring[2] == [-122.28, 37.82]
+    (button,) = _pending_buttons(at)
+    assert button.label == f"Download this area (≈ {area_label(area_km2)})" == "Download this area (≈ 5.9 km²)"
+    app_env.run_ok(at)  # another run of the page (any widget): still nothing asked
+    assert stub.requests == []
+
+    start = time.monotonic()
+    at.button(key="w_pending_download").click()
+    app_env.run_ok(at)
+    print(f"the click's download and the page's run: {time.monotonic() - start:.1f} s")
+    assert stub.n_queries == 1  # the click downloaded
+    assert not at.error, [e.value for e in at.error]
+    assert at.session_state["active_source"] == f"bbox:{OAKLAND_LINK}"
+    assert _nodes_caption(at).startswith("22 nodes")
+    assert at.radio(key="w_source_kind").value == "Bounding box (live download)"
+    assert (at.session_state["w_west"], at.session_state["w_north"]) == (-122.31, 37.82)
+    assert not _pending_buttons(at)
+    assert _qp(at, "bbox") == OAKLAND_LINK and _qp(at, "city") is None
+    assert app_env.metric(at, "LP status") == "Optimal"
+
+    # The same box in another session's link, moved by 1e-6 degrees: the same download, opened at once.
+    again = app_env.run_ok(app_env.make_app(EXPLORE, bbox="-122.310001,37.800001,-122.279999,37.819999"))
+    assert again.session_state["active_source"] == f"bbox:{OAKLAND_LINK}"
+    assert _nodes_caption(again).startswith("22 nodes")
+    assert not _pending_buttons(again)
+    assert stub.n_queries == 1
+
+
+def test_a_failed_click_says_why_in_the_panel_and_keeps_the_button(app_env, osmnx_settings, closed_port_url):
+    osmnx_settings.overpass_url = closed_port_url
+    at = app_env.run_ok(app_env.make_app(EXPLORE, bbox=OAKLAND_LINK))
+    at.button(key="w_pending_download").click()
+    app_env.run_ok(at)
+    errors = [e.value for e in at.main.error]
+    assert len(errors) == 1 and "No connection to the OpenStreetMap server" in errors[0], errors
+    assert "kotka" in errors[0] and not at.sidebar.error
+    assert at.session_state["active_source"] == "city:neubrandenburg"
+    assert _pending_buttons(at)  # try again later
+    assert not (pn.CACHE_DIR / "networks").exists()  # nothing cached
+
+
+def test_a_too_large_link_box_has_no_button(app_env, stub):
+    at = app_env.run_ok(app_env.make_app(EXPLORE, bbox="10,45,11,46"))  # about 8,700 km²
+    assert stub.requests == []
+    errors = [e.value for e in at.main.error]
+    assert len(errors) == 1 and "too large to download" in errors[0] and "5,000 km²" in errors[0]
+    assert not _pending_buttons(at)
+
+
+def test_a_busy_server_says_try_again_in_a_moment(app_env, stub, monkeypatch):
+    """Every download slot is held (by this test, as another session's download would): a plain sentence."""
+    from panda import download_jobs as dj
+
+    monkeypatch.setenv(dj.MAX_DOWNLOADS_ENV, "1")
+    at = app_env.run_ok(app_env.make_app(EXPLORE, bbox=OAKLAND_LINK))
+    with dj._download_slot(pn.CACHE_DIR / "locks", 1):
+        at.button(key="w_pending_download").click()
+        app_env.run_ok(at)
+    errors = [e.value for e in at.main.error]
+    assert len(errors) == 1, errors
+    assert "Another download is running on this server (at most 1 at a time); try again in a moment." in errors[0]
+    assert stub.requests == [] and _pending_buttons(at)
