@@ -32,17 +32,17 @@ psutil = pytest.importorskip("psutil")
 
 from panda.execution import EVENT_TOPIC, MESSAGE_LOG_ENV, MESSAGE_LOG_LENGTH, TLS_CONFIG_ENV  # noqa: E402
 
-#: README "Serving a class": a certificate authority, and one certificate signed by it for the scheduler,
-#: the workers and the web server (run in the certificates' folder).
-OPENSSL_COMMANDS = """
-openssl req -x509 -newkey rsa:3072 -nodes -days 825 -subj "/CN=panda-dask-ca" -keyout ca.key -out ca.pem \\
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
-openssl req -newkey rsa:3072 -nodes -subj "/CN=panda-dask" -keyout dask.key -out dask.csr \\
-    -addext "basicConstraints=critical,CA:FALSE" -addext "keyUsage=critical,digitalSignature,keyEncipherment" \\
-    -addext "extendedKeyUsage=serverAuth,clientAuth" -addext "subjectAltName=DNS:panda-dask"
-openssl x509 -req -in dask.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 825 -copy_extensions copy -out dask.pem
-chmod 600 ca.key dask.key
-"""
+
+def _readme_openssl_commands() -> str:
+    """README "Serving a class": the commands that make a certificate authority and one certificate signed
+    by it for the scheduler, the workers and the web server (run in the certificates' folder)."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("mkdir -m 700 panda-tls && cd panda-tls\n") + len("mkdir -m 700 panda-tls && cd panda-tls\n")
+    commands = readme[start : readme.index("```", start)]
+    assert commands.count("openssl ") == 3, commands
+    return commands
+
+
 LOOPBACK = {"127.0.0.1", "::1"}
 
 
@@ -76,10 +76,10 @@ def _family(procs: list[subprocess.Popen]) -> list[psutil.Process]:
 
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory):
-    """README's certificates, made with openssl in a private folder: {"ca", "cert", "key"} paths."""
+    """README's certificates, made with its openssl commands in a private folder: {"ca", "cert", "key"} paths."""
     folder = tmp_path_factory.mktemp("dask-tls")
     folder.chmod(0o700)
-    done = subprocess.run(["sh", "-e", "-c", OPENSSL_COMMANDS], cwd=folder, capture_output=True, text=True)
+    done = subprocess.run(["sh", "-e", "-c", _readme_openssl_commands()], cwd=folder, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return {"ca": str(folder / "ca.pem"), "cert": str(folder / "dask.pem"), "key": str(folder / "dask.key")}
 
