@@ -389,3 +389,80 @@ def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, b
         + ", ".join(f"{tag}: {sum(r['agent'] == f'panda-client-{tag}' for r in requests)}" for tag in ("A", "B"))
         + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
+
+
+def test_a_students_page_survives_the_loss_of_its_server(proxy, class_servers, browser):  # noqa: F811
+    """Stop the server a student's page is on: the proxy sends the page's reconnect to the other server.
+
+    The template's ``option redispatch``: the cookie names a server that is gone, so the reconnect goes to
+    the other one (and the cookie is rewritten); Streamlit there starts a new session, whose run finds the
+    student in the shared class database by the token in the page's address. (Runs after the test above:
+    it stops one of the module's servers.)
+    """
+    from app.game import rounds, store
+
+    url = proxy["url"]
+    servers, db_url = class_servers
+    view = ["city:neubrandenburg", 500, 20, 100, 0, "road", 1, "uniform"]
+    code, _ = rounds.open_game(view, rounds.RoundSpec("laplace", 5.0), url=db_url)
+    store.dispose(db_url)
+    ctx = browser.new_context(
+        viewport={"width": 390, "height": 844},
+        is_mobile=True,
+        has_touch=True,
+        user_agent=AGENT.format(tag="panda-phone"),
+    )
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+
+    def cookie() -> str:
+        return {c["name"]: c["value"] for c in ctx.cookies()}.get("SRV", "")
+
+    try:
+        page.goto(f"{url}/play?code={code}", wait_until="domcontentloaded")
+        page.get_by_role("button", name="Join").wait_for(timeout=90_000)
+        _wait_idle(page, timeout_s=90)
+        page.get_by_role("button", name="Join").tap()
+        page.wait_for_url(re.compile(r"me="), timeout=60_000)
+        page.get_by_text(re.compile(r"^Round 1: where was")).wait_for(timeout=90_000)
+        _wait_idle(page, timeout_s=90)
+        token = parse_qs(urlsplit(page.url).query)["me"][0]
+        assert "You are player 1" in page.inner_text("body")
+        before = cookie()
+        assert before in proxy["servers"], before
+        (other,) = set(proxy["servers"]) - {before}
+
+        # The student's server stops (SIGTERM: Streamlit closes its websockets, the page reconnects).
+        _stop(servers[int(before[1:]) - 1][1])
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + 60
+        while cookie() != other:
+            assert time.monotonic() < deadline, f"the page did not move to {other}: cookie {cookie()!r}"
+            page.wait_for_timeout(200)
+        page.get_by_text(re.compile(r"^Round 1: where was")).wait_for(timeout=60_000)
+        _wait_idle(page, timeout_s=60)
+        failover_s = time.perf_counter() - t0
+        body = page.inner_text("body")
+        assert "You are player 1" in body and "Traceback" not in body, body[:2000]
+        assert parse_qs(urlsplit(page.url).query)["me"][0] == token
+        assert not errors, errors
+        page.screenshot(path=str(ARTIFACTS / "proxy-failover.png"))
+    finally:
+        ctx.close()
+    # The proxy's log: the phone's websocket went first to its server, then to the other one.
+    deadline = time.monotonic() + 15
+    while True:
+        streams = [
+            r["server"]
+            for r in _log_requests(proxy["log"])
+            if r["agent"] == "panda-phone" and r["uri"].startswith("/_stcore/stream") and r["status"] == "101"
+        ]
+        if other in streams or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert before in streams and other in streams, streams
+    rows = {r["svname"]: r for r in _show_stat(proxy["stats"])}
+    print(
+        f"\n[proxy] failover from {before} to {other} in {failover_s:.1f} s; haproxy: {before} {rows[before]['status']}"
+    )
