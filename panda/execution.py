@@ -1144,7 +1144,8 @@ def get_executor(address: str | None = None, **options: Any) -> Executor:
     """Return the process-wide executor, started on first use (see :class:`Executor` for the arguments).
 
     Later calls return the same executor whatever their arguments, until :func:`close_executor` (or a
-    lost scheduler connection) ends it.
+    lost connection to a named scheduler) ends it; a local cluster whose scheduler stopped is replaced
+    inside the same executor by its next job.
     """
     global _EXECUTOR
     with _EXECUTOR_LOCK:
