@@ -77,7 +77,7 @@ class DownloadBusy(DownloadError):
 
 
 def max_downloads() -> int:
-    """Downloads that may run at once: ``PANDA_MAX_DOWNLOADS`` (an int >= 1), else :data:`DEFAULT_MAX_DOWNLOADS`."""
+    """Return how many downloads may run at once: ``PANDA_MAX_DOWNLOADS`` (an int >= 1), else the default (2)."""
     raw = os.environ.get(MAX_DOWNLOADS_ENV, "").strip()
     if not raw:
         return DEFAULT_MAX_DOWNLOADS
@@ -171,9 +171,7 @@ def _download_slot(locks: Path, n_slots: int) -> Iterator[int]:
         if held is not None:
             break
     else:
-        msg = (
-            f"Another download is running on this server (at most {n_slots} at a time); try again in a moment."
-        )
+        msg = f"Another download is running on this server (at most {n_slots} at a time); try again in a moment."
         raise DownloadBusy(msg)
     try:
         yield i
@@ -229,7 +227,7 @@ def download_bbox(
     box_wait_s: float | None = None,
     on_wait: Callable[[], None] | None = None,
 ) -> pn.RoadNetwork:
-    """The box's road network: from the download cache, else downloaded by a job on a worker (see the module).
+    """Return the box's road network: from the download cache, else downloaded by a job on a worker (see the module).
 
     Parameters
     ----------
@@ -296,7 +294,13 @@ def _run_job(run: Callable[..., Any], bbox: pn.BoundingBox, network_type: str, t
     url = ox.settings.overpass_url
     try:
         out = run(
-            job_download_bbox, *bbox.as_tuple(), network_type, url, pn.DEFAULT_TIMEOUT_S, timeout_s=timeout_s, priority=LOW
+            job_download_bbox,
+            *bbox.as_tuple(),
+            network_type,
+            url,
+            pn.DEFAULT_TIMEOUT_S,
+            timeout_s=timeout_s,
+            priority=LOW,
         )
     except JobTimeout as exc:
         if "without a free worker" in str(exc):

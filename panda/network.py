@@ -1018,8 +1018,12 @@ def bbox_cache_file(
     network_type: str = "drive",
     cache_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """The cache file of a box's network (after :func:`snap_bbox`), whether it exists or not."""
-    return _cache_root(cache_dir) / "networks" / _cache_name(snap_bbox(BoundingBox(west, south, east, north)), network_type)
+    """Return the cache file of a box's network (after :func:`snap_bbox`), whether it exists or not."""
+    return (
+        _cache_root(cache_dir)
+        / "networks"
+        / _cache_name(snap_bbox(BoundingBox(west, south, east, north)), network_type)
+    )
 
 
 def cached_bbox_network(
@@ -1031,7 +1035,7 @@ def cached_bbox_network(
     network_type: str = "drive",
     cache_dir: str | os.PathLike | None = None,
 ) -> RoadNetwork | None:
-    """The box's network from the download cache, or None when it is not there (never a download).
+    """Return the box's network from the download cache, or None when it is not there (never a download).
 
     A file found is marked as recently used (evicted last).
     """
@@ -1059,7 +1063,7 @@ def is_bbox_cached(
 
 
 def download_cache_max_bytes() -> int:
-    """The download cache's bound in bytes: ``PANDA_DOWNLOAD_CACHE_MB`` (MB), else the default (300 MB).
+    """Return the download cache's bound in bytes: ``PANDA_DOWNLOAD_CACHE_MB`` (MB), else the default (300 MB).
 
     A value that is not a number >= 0 is ignored with a :class:`PandaWarning` (the default applies).
     """
@@ -1291,9 +1295,7 @@ def _configure_osmnx(http_cache: Path | None, timeout_s: float) -> None:
     ox.settings.requests_timeout = timeout_s
 
 
-def _download_graph(
-    bbox: BoundingBox, network_type: str, http_cache: Path | None, timeout_s: float
-) -> nx.MultiDiGraph:
+def _download_graph(bbox: BoundingBox, network_type: str, http_cache: Path | None, timeout_s: float) -> nx.MultiDiGraph:
     import osmnx as ox
     import requests
     from osmnx._errors import InsufficientResponseError, ResponseStatusCodeError

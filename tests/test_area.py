@@ -559,8 +559,9 @@ def _pending_buttons(at) -> list:
 
 
 def test_a_bbox_link_shows_its_box_and_only_the_click_downloads(app_env, stub):
-    from app.area import area_label
     from conftest import OAKLAND_BBOX
+
+    from app.area import area_label
 
     at = app_env.run_ok(app_env.make_app(EXPLORE, bbox=OAKLAND_LINK))
     assert stub.requests == []  # opening the link asked the OpenStreetMap server nothing

@@ -256,7 +256,10 @@ def test_every_slot_taken_is_a_plain_busy_message_at_once(executor, stub, tmp_pa
     holder = _hold_locks([tmp_path / "locks" / "slot-0.lock", tmp_path / "locks" / "slot-1.lock"])
     try:
         start = time.monotonic()
-        with pytest.raises(dj.DownloadBusy, match=r"Another download is running on this server \(at most 2 at a time\); try again in a moment\."):
+        with pytest.raises(
+            dj.DownloadBusy,
+            match=r"Another download is running on this server \(at most 2 at a time\); try again in a moment\.",
+        ):
             dj.download_bbox(*OAKLAND_BBOX, cache_dir=tmp_path, run=executor.run)
         assert time.monotonic() - start < 2.0
         assert stub.requests == []
@@ -273,7 +276,10 @@ def test_one_lock_per_box(executor, stub, tmp_path):
     box_a = OAKLAND_BBOX
     box_b = (-122.3105, 37.7995, -122.2795, 37.8205)
     key = lambda box: pn.bbox_cache_file(*box, cache_dir=tmp_path).name  # noqa: E731
-    lock_a, lock_b = dj._box_lock_path(tmp_path / "locks", key(box_a)), dj._box_lock_path(tmp_path / "locks", key(box_b))
+    lock_a, lock_b = (
+        dj._box_lock_path(tmp_path / "locks", key(box_a)),
+        dj._box_lock_path(tmp_path / "locks", key(box_b)),
+    )
     assert lock_a != lock_b
     holder = _hold_locks([lock_a])
     waited = []
@@ -282,7 +288,9 @@ def test_one_lock_per_box(executor, stub, tmp_path):
         assert stub.n_queries == 1
         start = time.monotonic()
         with pytest.raises(dj.DownloadBusy, match="being downloaded for another person"):
-            dj.download_bbox(*box_a, cache_dir=tmp_path, run=executor.run, box_wait_s=1.0, on_wait=lambda: waited.append(1))
+            dj.download_bbox(
+                *box_a, cache_dir=tmp_path, run=executor.run, box_wait_s=1.0, on_wait=lambda: waited.append(1)
+            )
         assert 1.0 <= time.monotonic() - start < 3.0
         assert waited == [1] and stub.n_queries == 1
     finally:
