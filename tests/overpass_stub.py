@@ -78,6 +78,16 @@ def select_elements(elements: list[dict], query: str) -> list[dict]:
     return [nodes[i] for i in sorted(wanted)] + ways
 
 
+def _client_pid(client_port: int, server_port: int) -> int | None:
+    """The process holding the local TCP connection from ``client_port`` to ``server_port`` (psutil)."""
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.laddr and conn.raddr and conn.laddr.port == client_port and conn.raddr.port == server_port:
+            return conn.pid
+    return None
+
+
 class OverpassStub:
     """A threaded HTTP server on 127.0.0.1 answering osmnx's Overpass requests from an OSM file.
 
@@ -91,11 +101,16 @@ class OverpassStub:
         ``"ok"`` (default) or ``"error"`` (the interpreter answers HTTP 500 with a text body).
     delay_s
         Seconds the interpreter waits before it answers (default 0: a slow server, for time limits).
+    client_pids
+        With ``track_clients=True``: the process id of the client of every request (found with psutil
+        from the connection's port on this machine; None when it could not be found), in order.
     """
 
-    def __init__(self, osm_file: str | Path, *, max_lifetime_s: float = 60.0) -> None:
+    def __init__(self, osm_file: str | Path, *, max_lifetime_s: float = 60.0, track_clients: bool = False) -> None:
         self.elements = overpass_elements_from_osm(osm_file)
         self.requests: list[tuple[str, str]] = []
+        self.client_pids: list[int | None] = []
+        self.track_clients = track_clients
         self.mode = "ok"
         self.delay_s = 0.0
         self._lock = threading.Lock()
@@ -109,7 +124,12 @@ class OverpassStub:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
                 pass
 
+            def _track(self) -> None:
+                if stub.track_clients:
+                    stub.client_pids.append(_client_pid(self.client_address[1], self.server.server_address[1]))
+
             def do_GET(self) -> None:  # noqa: N802 - http.server naming
+                self._track()
                 parts = urlsplit(self.path)
                 stub.requests.append(("GET", parts.path))
                 if parts.path.endswith("/status"):
@@ -120,6 +140,7 @@ class OverpassStub:
                     self._send(404, b"not found", "text/plain")
 
             def do_POST(self) -> None:  # noqa: N802 - http.server naming
+                self._track()
                 parts = urlsplit(self.path)
                 stub.requests.append(("POST", parts.path))
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()

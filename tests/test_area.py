@@ -12,6 +12,7 @@ import bz2
 import gzip
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -548,7 +549,7 @@ def stub(osmnx_settings):
     from conftest import OAKLAND_FILE
     from overpass_stub import OverpassStub
 
-    server = OverpassStub(OAKLAND_FILE, max_lifetime_s=300.0)
+    server = OverpassStub(OAKLAND_FILE, max_lifetime_s=300.0, track_clients=True)
     osmnx_settings.overpass_url = server.url
     yield server
     server.stop()
@@ -586,7 +587,9 @@ def test_a_bbox_link_shows_its_box_and_only_the_click_downloads(app_env, stub):
     at.button(key="w_pending_download").click()
     app_env.run_ok(at)
     print(f"the click's download and the page's run: {time.monotonic() - start:.1f} s")
-    assert stub.n_queries == 1  # the click downloaded
+    assert stub.n_queries == 1  # the click downloaded...
+    assert stub.client_pids and None not in stub.client_pids
+    assert os.getpid() not in stub.client_pids  # ...in a worker process, not in the app's
     assert not at.error, [e.value for e in at.error]
     assert at.session_state["active_source"] == f"bbox:{OAKLAND_LINK}"
     assert _nodes_caption(at).startswith("22 nodes")

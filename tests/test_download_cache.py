@@ -212,7 +212,7 @@ def executor():
 @pytest.fixture
 def stub(osmnx_settings):
     """The Overpass stand-in for a job's worker: it lives long enough for a cluster's first job."""
-    server = OverpassStub(OAKLAND_FILE, max_lifetime_s=300.0)
+    server = OverpassStub(OAKLAND_FILE, max_lifetime_s=300.0, track_clients=True)
     osmnx_settings.overpass_url = server.url
     yield server
     server.stop()
@@ -241,6 +241,7 @@ def test_a_download_job_runs_on_a_worker_and_writes_the_cache(executor, stub, tm
     elapsed = time.monotonic() - start
     print(f"first download through a worker: {elapsed:.2f} s")
     assert stub.n_queries == 1
+    assert stub.client_pids and None not in stub.client_pids and os.getpid() not in stub.client_pids  # a worker
     assert net.n_nodes == 22 and stub.url in net.source
     cache_file = pn.bbox_cache_file(*OAKLAND_BBOX, cache_dir=tmp_path)
     assert cache_file.is_file()
