@@ -1,12 +1,19 @@
-FROM python:3.11-slim
+# The base image by digest: the linux/amd64 image of python:3.11-slim-bookworm (Python 3.11.16, Debian 12, built
+# 2026-08-25), as docker-library/repo-info records it (repos/python/remote/3.11-slim-bookworm.md). A tag moves; this
+# digest always names the same image. To refresh it (with registry access):
+#   docker buildx imagetools inspect python:3.11-slim-bookworm
+# and put the digest of its linux/amd64 manifest here (or the index digest it prints first, for every platform).
+FROM python:3.11-slim-bookworm@sha256:2fc9207f64226cb05ac317cee0bab6fa55a9ea311ce5a086baddd4b4a83c2d3c
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 NUMBA_CACHE_DIR=/app/data/cache/numba
 WORKDIR /app
 # Chromium + a font: kaleido draws the Lesson's chart and map downloads (PNG/SVG) in it (app/export.py).
 RUN apt-get update && apt-get install -y --no-install-recommends chromium fonts-dejavu-core \
     && rm -rf /var/lib/apt/lists/*
-COPY requirements.txt .
-RUN pip install -r requirements.txt
+# Exactly the locked packages, each checked against its sha256 (requirements.lock: pip-compile --generate-hashes
+# from requirements.txt; --no-deps: nothing beyond the lock is resolved or fetched).
+COPY requirements.lock .
+RUN pip install --require-hashes --no-deps -r requirements.lock
 COPY . .
 # The class database and result store (app/game/store.py): a folder the server may write (mount a volume there
 # to keep rounds and prepared views across containers), or PANDA_DB_URL for a PostgreSQL.

@@ -1,0 +1,175 @@
+"""The project declares what it imports, and the locks pin it with hashes (issue 29, item 5).
+
+* every third-party module that panda/ and app/ import is a distribution pyproject.toml names (the library's
+  dependencies, or the dashboard's ``app`` extra), found through ``importlib.metadata.packages_distributions``;
+* requirements.txt pins every one of them, and requirements.lock / requirements-dev.lock pin the same versions,
+  every package with its sha256 hashes, as the Dockerfile and .ci/run install them (``--require-hashes``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as md
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+SOURCES = ("panda", "app")
+LOCAL = {"panda", "app"}
+#: Calls that import a module named by a string: importlib.import_module("x"), importlib.util.find_spec("x").
+_DYNAMIC = {"import_module", "find_spec", "__import__"}
+
+
+def imported_modules(folder: Path) -> dict[str, set[str]]:
+    """Top-level module name -> the files importing it (every import statement, also inside functions)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in _DYNAMIC and isinstance(node.args[0].value, str):
+                    names = [node.args[0].value]
+            for name in names:
+                found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def third_party_imports() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for folder in SOURCES:
+        for name, files in imported_modules(ROOT / folder).items():
+            if name not in sys.stdlib_module_names and name not in LOCAL and not name.startswith("_"):
+                found.setdefault(name, set()).update(files)
+    return found
+
+
+def _with_extras(requirement: Requirement) -> set[str]:
+    """The requirement's distribution and those its extras add (dask[distributed] -> dask, distributed)."""
+    names = {canonicalize_name(requirement.name)}
+    for line in md.requires(requirement.name) or []:
+        dep = Requirement(line)
+        if dep.marker and any(dep.marker.evaluate({"extra": extra}) for extra in requirement.extras):
+            names.add(canonicalize_name(dep.name))
+    return names
+
+
+def declared() -> tuple[set[str], set[str]]:
+    """(runtime, app extra) distribution names of pyproject.toml, extras' additions included."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    runtime = set().union(*(_with_extras(Requirement(r)) for r in project["dependencies"]))
+    app = set().union(*(_with_extras(Requirement(r)) for r in project["optional-dependencies"]["app"]))
+    return runtime, app
+
+
+def pins(path: Path) -> dict[str, str]:
+    """name -> version of every ``name==version`` line of a requirements or lock file."""
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)", line)
+        if m:
+            out[canonicalize_name(m.group(1))] = m.group(3)
+    return out
+
+
+def test_the_walk_sees_the_imports_it_should():
+    """The AST walk itself: it finds imports at module level, inside functions, and by name in find_spec."""
+    found = third_party_imports()
+    assert {"numpy", "scipy", "streamlit", "osmium", "distributed", "PIL", "sqlalchemy"} <= set(found), found
+    assert "panda/network.py" in found["osmium"] and "app/export.py" in found["kaleido"]
+    assert not {"json", "panda", "app", "os"} & set(found)
+
+
+def test_every_third_party_import_is_declared_in_pyproject():
+    modules = md.packages_distributions()
+    runtime, app = declared()
+    missing = []
+    for name, files in sorted(third_party_imports().items()):
+        dists = {canonicalize_name(d) for d in modules.get(name, [])}
+        assert dists, f"{name} (imported by {sorted(files)}) belongs to no installed distribution"
+        where = runtime if all(f.startswith("panda/") for f in files) else runtime | app
+        if not dists & (runtime | app):
+            missing.append(f"{name} ({'/'.join(sorted(dists))}) imported by {sorted(files)}")
+        elif not dists & where:
+            missing.append(f"{name} is only in the app extra but the library imports it: {sorted(files)}")
+    assert not missing, "not declared in pyproject.toml:\n" + "\n".join(missing)
+
+
+def test_pyproject_and_requirements_agree():
+    """Every distribution pyproject names is pinned in requirements.txt, at a version the declaration allows."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pinned = pins(ROOT / "requirements.txt")
+    for line in project["dependencies"] + project["optional-dependencies"]["app"]:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in pinned, f"{line} is not pinned in requirements.txt"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (line, pinned[name])
+
+
+# --------------------------------------------------------------------------------------------
+# The locks
+# --------------------------------------------------------------------------------------------
+
+LOCKS = {"runtime": ("requirements.lock", "requirements.txt"), "dev": ("requirements-dev.lock", "requirements-dev.txt")}
+
+
+def entries(path: Path) -> dict[str, tuple[str, list[str]]]:
+    """name -> (version, sha256 hashes) of a hashed lock file (an entry spans its continuation lines)."""
+    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)\s*(.*)$", line)
+        if m:
+            hashes = re.findall(r"--hash=sha256:([0-9a-f]{64})\b", m.group(3))
+            out[canonicalize_name(m.group(1))] = (m.group(2), hashes)
+    return out
+
+
+@pytest.mark.parametrize("kind", LOCKS)
+def test_the_lock_pins_every_package_with_hashes(kind):
+    lock_name, source_name = LOCKS[kind]
+    lock = ROOT / lock_name
+    text = lock.read_text(encoding="utf-8")
+    header = "\n".join(text.splitlines()[:15])  # the command that regenerates the lock, at its top
+    assert "pip-compile" in header and "--generate-hashes" in header, header
+    assert f"--output-file={lock_name}" in header and source_name in header, header
+    found = entries(lock)
+    assert len(found) >= 40, len(found)
+    for name, (version, hashes) in found.items():
+        assert hashes, f"{name}=={version} has no hash"
+    # Every line is an entry, its hashes, or a comment: nothing --require-hashes would refuse.
+    for line in text.replace("\\\n", " ").splitlines():
+        assert not line.strip() or line.lstrip().startswith("#") or re.match(r"^[A-Za-z0-9]", line), line
+        assert not re.search(r"^-e |git\+|file:|https?://", line.split("#")[0]), line
+    # What requirements.txt (and -dev) pin, the lock pins at the same version.
+    for name, version in pins(ROOT / source_name).items():
+        assert name in found and found[name][0] == version, (name, version, found.get(name))
+
+
+def test_the_dev_lock_has_the_runtime_lock_in_it():
+    """The tests (CI installs the dev lock) run on the very versions the Docker image installs."""
+    runtime, dev = entries(ROOT / "requirements.lock"), entries(ROOT / "requirements-dev.lock")
+    different = {n: (v, dev.get(n, ("missing",))[0]) for n, (v, _) in runtime.items() if dev.get(n, ("",))[0] != v}
+    assert not different, different
+    assert all(set(runtime[n][1]) == set(dev[n][1]) for n in runtime)
+
+
+def test_the_installers_require_hashes():
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(r"pip install [^\n]*--require-hashes --no-deps -r requirements\.lock", dockerfile), dockerfile
+    assert "COPY requirements.lock" in dockerfile
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    (pip_line,) = [line for line in ci.splitlines() if "pip install" in line and not line.lstrip().startswith("#")]
+    assert "--require-hashes" in pip_line and "-r requirements-dev.lock" in pip_line, pip_line
