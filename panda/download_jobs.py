@@ -44,6 +44,7 @@ __all__ = [
     "DOWNLOAD_TIMEOUT_S",
     "DEFAULT_MAX_DOWNLOADS",
     "MAX_DOWNLOADS_ENV",
+    "OVERPASS_URL_ENV",
     "DownloadBusy",
     "download_bbox",
     "job_download_bbox",
@@ -58,6 +59,9 @@ MAX_DOWNLOADS_ENV = "PANDA_MAX_DOWNLOADS"
 #: Downloads at once by default: a second person need not wait for the first, a hostile link cannot
 #: occupy more than these (and a download needs a click).
 DEFAULT_MAX_DOWNLOADS = 2
+#: Environment variable naming the Overpass server of the downloads (default: ``osmnx.settings.overpass_url``
+#: of the calling process), e.g. a private Overpass instance of a deployment.
+OVERPASS_URL_ENV = "PANDA_OVERPASS_URL"
 #: Number of box lock files (``cache_dir/locks/box-XX.lock``).
 LOCK_BUCKETS = 256
 #: Seconds between two tries of a lock another download holds.
@@ -252,7 +256,8 @@ def download_bbox(
     ValueError
         A bad or too large box, an unknown network type, or a box without roads.
     OfflineError
-        No connection to the Overpass server (``osmnx.settings.overpass_url`` of this process).
+        No connection to the Overpass server (``PANDA_OVERPASS_URL``, else ``osmnx.settings.overpass_url`` of
+        this process).
     DownloadBusy
         Every download slot is taken, or the same box stayed locked for ``box_wait_s``.
     DownloadError
@@ -291,7 +296,7 @@ def _run_job(run: Callable[..., Any], bbox: pn.BoundingBox, network_type: str, t
 
     from panda.execution import LOW, MEMORY_MESSAGE, JobError, JobTimeout
 
-    url = ox.settings.overpass_url
+    url = os.environ.get(OVERPASS_URL_ENV, "").strip() or ox.settings.overpass_url
     try:
         out = run(
             job_download_bbox,

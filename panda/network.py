@@ -961,9 +961,13 @@ DEFAULT_TIMEOUT_S = 180.0
 #: Seconds the connection probe waits for the name lookup and again for the TCP connect.
 PROBE_TIMEOUT_S = 3.0
 
-#: Default cache folder of live downloads (absolute, git-ignored): ``networks/`` holds the
-#: resulting road networks, ``osmnx/`` osmnx's HTTP cache.
-CACHE_DIR = DATA_DIR / "cache"
+#: Environment variable naming another cache folder for downloads and uploads (read at import).
+CACHE_DIR_ENV = "PANDA_CACHE_DIR"
+#: Default cache folder of live downloads and uploads (absolute, git-ignored): ``networks/`` holds the
+#: downloaded road networks, ``osmnx/`` osmnx's HTTP cache, ``uploads/`` uploaded files' networks,
+#: ``locks/`` the download locks. ``PANDA_CACHE_DIR`` moves it (the embedded cities' parsed copies stay in
+#: ``data/cache/cities``).
+CACHE_DIR = Path(os.environ.get(CACHE_DIR_ENV, "").strip() or DATA_DIR / "cache").expanduser().resolve()
 
 #: Grid of the boxes, degrees: every box is rounded to it (:func:`snap_bbox`) before it names its cache
 #: file and its download, so boxes a few metres apart are one download. 1e-4 degrees is about 11 m of
