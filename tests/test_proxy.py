@@ -7,7 +7,8 @@ database (``PANDA_DB_URL``; the result store is a table of it, so they share tha
 and a capture of the User-Agent added so the test can see where each request went). Then two Chromium
 contexts open the dashboard through the proxy only:
 
-* each renders the Lesson page with no exception, console error or failed request;
+* each renders the Lesson page with no exception, console error or failed request, and asks nothing of
+  anyone but the proxy;
 * each holds the proxy's stickiness cookie (SRV), the two name different servers, and the proxy's
   request log shows that every request of a context, its websocket (/_stcore/stream) included, went to
   the server its cookie names; while the pages are open, haproxy holds a connection to both servers;
@@ -274,6 +275,11 @@ def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, b
     errors: dict[str, list[str]] = {"A": [], "B": []}
     failed: dict[str, list[str]] = {"A": [], "B": []}
     timings: dict[str, float] = {}
+    elsewhere: list[str] = []  # requests that did not go to the proxy
+
+    def _elsewhere(request_url: str) -> bool:
+        return not request_url.startswith((f"{url}/", "data:", "blob:", "about:"))
+
     t_start = time.perf_counter()
     try:
         for tag in ("A", "B"):
@@ -289,6 +295,7 @@ def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, b
             )
             page.on("pageerror", lambda exc, t=tag: errors[t].append(f"page error: {exc}"))
             page.on("response", lambda r, t=tag: failed[t].append(f"{r.status} {r.url}") if r.status >= 400 else None)
+            page.on("request", lambda r: elsewhere.append(r.url) if _elsewhere(r.url) else None)
             contexts[tag], pages[tag] = ctx, page
 
         # 1. Both open the Lesson through the proxy (A as the lecturer, in the presenter view); side by side.
@@ -357,6 +364,7 @@ def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, b
         host.screenshot(path=str(ARTIFACTS / "proxy-host-A.png"))
         assert rounds.host_view(code, key, url=db_url).n_players == 1  # the shared database, read from here
         store.dispose(db_url)
+        assert not elsewhere, f"the pages asked for something past the proxy: {elsewhere[:5]}"
         for tag in ("A", "B"):  # the cookie never changed: the contexts stayed on their servers
             assert {c["name"]: c["value"] for c in contexts[tag].cookies()}["SRV"] == srv[tag]
     finally:
