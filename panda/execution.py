@@ -571,6 +571,7 @@ class Executor:
         both ends must show, so another user of the machine cannot reach the scheduler or the workers
         (a connection to them runs any Python code as this user); every listener binds 127.0.0.1.
         """
+        import dask
         from distributed import LocalCluster, Security
 
         temporary = Security.temporary()
@@ -588,18 +589,20 @@ class Executor:
             },
         )
         try:
-            self._cluster = LocalCluster(
-                n_workers=0,
-                processes=True,
-                host="127.0.0.1",
-                protocol="tls://",
-                security=self._security,
-                scheduler_port=0,
-                dashboard_address=None,
-                # its HTTP routes (health, metrics): any free port on loopback
-                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                silence_logs=logging.ERROR,
-            )
+            # Its HTTP routes (plain HTTP, open to every user of the machine on loopback): /health only, not
+            # Dask's metrics, task and call-stack pages or its proxy.
+            with dask.config.set({"distributed.scheduler.http.routes": list(HTTP_ROUTES)}):
+                self._cluster = LocalCluster(
+                    n_workers=0,
+                    processes=True,
+                    host="127.0.0.1",
+                    protocol="tls://",
+                    security=self._security,
+                    scheduler_port=0,
+                    dashboard_address=None,
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},  # any free port on loopback
+                    silence_logs=logging.ERROR,
+                )
         except BaseException:
             self._remove_tls_files()
             raise
@@ -613,6 +616,7 @@ class Executor:
                 ADDRESS_SPACE_ENV: str(self.address_space),
                 MESSAGE_LOG_ENV: str(MESSAGE_LOG_LENGTH),
                 "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+                "DASK_DISTRIBUTED__WORKER__HTTP__ROUTES": repr(list(HTTP_ROUTES)),
             }
             self._worker_env.pop(SCHEDULER_ENV, None)
         log_file = open(worker_log, "ab") if worker_log else None  # noqa: SIM115 (closed below)
@@ -637,8 +641,8 @@ class Executor:
             "--tls-key",
             tls_files["key"],
             "--no-dashboard",
-            # The workers' HTTP routes (/health, /metrics) listen even without a dashboard, by default on
-            # every interface: loopback only.
+            # The workers' HTTP routes (/health only, see HTTP_ROUTES) listen even without a dashboard, by
+            # default on every interface: loopback only.
             "--dashboard-address",
             "127.0.0.1:0",
             "--host",
@@ -1079,6 +1083,10 @@ class Executor:
                 pass
         self._stop_local()
 
+
+#: The HTTP routes of the local cluster's scheduler and workers (Dask's default adds metrics, task and
+#: call-stack pages and a proxy; plain HTTP, which any user of the machine can ask on loopback).
+HTTP_ROUTES = ("distributed.http.health",)
 
 #: Dask's configuration of a client's certificates, as environment variables (a ``tls://`` scheduler).
 TLS_CONFIG_ENV = (

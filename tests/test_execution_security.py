@@ -7,6 +7,7 @@ in it, worker processes under it), so its sockets and its children's are exactly
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -15,6 +16,8 @@ import ssl
 import stat
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import distributed  # noqa: F401 (a runtime dependency: missing, this file fails rather than skips)
@@ -112,6 +115,23 @@ def test_every_listener_of_the_server_and_its_workers_is_on_loopback(server):
     workers = [p for p in family if "multiprocessing.spawn" in " ".join(p.cmdline())]
     assert len(workers) == 2 and all(len(listening.get(p.pid, [])) == 2 for p in workers), listening
     assert len(everything) == 2 + 2 + 2 * 2
+
+    # The plain-HTTP ones (any local user can ask them) answer /health only: no metrics, no task or
+    # call-stack pages, no proxy. The others speak TLS only.
+    def get(port: int, path: str) -> int | str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except (OSError, http.client.HTTPException) as exc:
+            return type(exc).__name__
+
+    http_ports = [port for _, port in everything if get(port, "/health") == 200]
+    assert len(http_ports) == 3, everything  # the scheduler's and the two workers'
+    for port in http_ports:
+        for path in ("/metrics", "/info/main/workers.html", "/json/identity.json", "/proxy/8786/127.0.0.1/"):
+            assert get(port, path) == 404, (port, path)
 
 
 def _refused(address: str, **kwargs) -> str:
