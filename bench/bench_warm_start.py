@@ -12,7 +12,8 @@ First one cold solve per eps gives the neighbours (``--direction down``: each ep
 one, as a curve solved from the loose end down; ``up``: from the next smaller one). Then, ``--reps`` times,
 for every eps but the ladder's first: a cold solve and a warm solve (``warm=`` the neighbour's result),
 interleaved, the order alternating from rep to rep. Every matrix is audited exactly (all pairs). Prints one
-line per solve, then per eps the medians of cold and warm time to the gap, their ratio, and PDHG steps.
+line per solve, then per eps the medians of cold and warm time to the gap (the time limit where it was not
+reached), their ratio, the gap at the stop and PDHG steps.
 ``--json FILE`` writes the runs.
 """
 
@@ -123,10 +124,11 @@ def main() -> None:
                 rows.append(record(inst, eps, kind, rep, res))
     print(f"\nload after {os.getloadavg()}")
     head = (
-        "| eps | from | cold s (runs) | warm s (runs) | warm / cold | cold steps | warm steps | solved c/w | audits |"
+        "| eps | from | cold s (runs) | warm s (runs) | warm / cold | cold gap at stop | warm gap at stop"
+        " | cold steps | warm steps | solved c/w | audits |"
     )
     print(head)
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for prev, eps in zip(ladder[:-1], ladder[1:], strict=True):
         cold = [r for r in rows if r["eps"] == eps and r["kind"] == "cold"]
@@ -134,11 +136,13 @@ def main() -> None:
         mc, mw = (statistics.median(r["time_s"] for r in v) for v in (cold, warm))
         ratios.append(mw / mc)
         sc, sw = (statistics.median(r["pdhg_steps"] for r in v) for v in (cold, warm))
+        gc, gw = (statistics.median(r["gap"] for r in v) for v in (cold, warm))
         runs = [", ".join(f"{r['time_s']:.1f}" for r in v) for v in (cold, warm)]
         solved = f"{sum(r['solved'] for r in cold)}/{sum(r['solved'] for r in warm)} of {len(cold)}"
         audits = all(r["audit"] for r in cold + warm)
         print(
-            f"| {eps:g} | {prev:g} | {mc:.2f} ({runs[0]}) | {mw:.2f} ({runs[1]}) | {mw / mc:.2f} | {sc:.0f} | {sw:.0f}"
+            f"| {eps:g} | {prev:g} | {mc:.2f} ({runs[0]}) | {mw:.2f} ({runs[1]}) | {mw / mc:.2f} | {gc:.2%} | {gw:.2%}"
+            f" | {sc:.0f} | {sw:.0f}"
             f" | {solved} | {'pass' if audits else 'FAIL'} |"
         )
 
