@@ -81,6 +81,33 @@ def _close_executor(executor: Executor) -> None:
     close_executor(executor)
 
 
+def _session_of_this_run() -> dict[str, Any]:
+    """``owner`` and ``keep_waiting`` for :meth:`panda.execution.Executor.run` from the session of this run.
+
+    The owner is the Streamlit session (at most a few jobs in flight each, served in turn with the other
+    sessions'); the job is waited for while the session is connected: a closed tab ends the wait, and a job
+    nobody else waits for is withdrawn (see the executor). Outside a server (AppTest, a script): no owner.
+    """
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return {}
+    session_id = ctx.session_id
+    try:
+        from streamlit.runtime import Runtime
+
+        runtime = Runtime.instance() if Runtime.exists() else None
+    except RuntimeError:
+        runtime = None
+    if runtime is None:
+        return {"owner": session_id}
+    return {"owner": session_id, "keep_waiting": lambda: runtime.is_active_session(session_id)}
+
+
+def _run_job(job: str, *args: Any, **kwargs: Any) -> Any:
+    """Run a job of :data:`panda.jobs.JOBS` on the executor, as this run's session."""
+    return panda_worker().run(job, *args, **_session_of_this_run(), **kwargs)
+
+
 @st.cache_resource(max_entries=1, show_spinner=False, on_release=_close_executor, validate=lambda ex: not ex.closed)
 def panda_worker() -> Executor:
     """The executor of the heavy jobs (panda.execution: Dask workers, local or PANDA_DASK_SCHEDULER's), shared."""
@@ -140,9 +167,7 @@ def panda_result(
 ) -> panda.PandaResult:
     """One PAnDA run (``items``: :func:`config_items` of its config), on a worker."""
     inst = instance(*instance_key)
-    return panda_worker().run(
-        "run_panda", inst, items, seed, timeout_s=JOB_TIMEOUT_S, priority=HIGH, progress=_progress
-    )
+    return _run_job("run_panda", inst, items, seed, timeout_s=JOB_TIMEOUT_S, priority=HIGH, progress=_progress)
 
 
 def _lower_bound_items(items: tuple) -> tuple:
@@ -175,7 +200,7 @@ def _lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: flo
     cost = weights[:, None] * inst.cost_m[union]
     # On a worker, like every heavy job (the executor's time limit leaves HiGHS its own limit first).
     out.update(
-        panda_worker().run(
+        _run_job(
             "relaxed_lower_bound",
             cost,
             np.concatenate([res.pair_i, res.pair_j]),
@@ -194,24 +219,38 @@ def _lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: flo
 def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> list[dict]:
     """PAnDA at several delta values (no lower bound): violation rate and flagged pairs per delta."""
     inst = instance(*instance_key)
-    return panda_worker().run("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S, priority=LOW)
+    return _run_job("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S, priority=LOW)
 
 
 #: A baseline matrix is K x M floats (0.4 MB at K = 500, M = 100): the Lesson caches one per mechanism and eps.
 @st.cache_data(max_entries=64, show_spinner=False)
-def baseline(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> Any:
+def baseline(
+    instance_key: tuple,
+    name: str,
+    epsilon_per_km: float,
+    options: tuple,
+    _progress: Callable[[str, float], None] | None = None,
+) -> Any:
     """A baseline mechanism (panda.mechanisms.BASELINES[name]) on the view's instance, on a worker.
 
     The optimal LP ("lp") is a long job (low priority); the other mechanisms are interactive. A mechanism
     in the result store (app/result_store.py) is read from there; one built here is kept there.
+    ``_progress`` (not part of the cache key) gets the job's messages, "busy: N ahead of you" included.
     """
     kept = result_store.get_mechanism(instance_key, name, epsilon_per_km, options)
     if kept is not None:  # computed before (by any server of the class, or prepared): at once
         return kept
     limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
     priority = LOW if name == "lp" else HIGH
-    mech = panda_worker().run(
-        "baseline", instance(*instance_key), name, float(epsilon_per_km), options, timeout_s=limit, priority=priority
+    mech = _run_job(
+        "baseline",
+        instance(*instance_key),
+        name,
+        float(epsilon_per_km),
+        options,
+        timeout_s=limit,
+        priority=priority,
+        progress=_progress,
     )
     result_store.put_mechanism(instance_key, name, epsilon_per_km, options, mech)
     return mech
@@ -272,7 +311,7 @@ def pmdp_audit(instance_key: tuple, items: tuple, seed: int, n_record_pairs: int
     """The exact (eps, delta)-PmDP audit of a view's PAnDA run (panda.pmdp.audit_panda), on a worker."""
     res = panda_result(instance_key, items, seed)
     inst = instance(*instance_key)
-    return panda_worker().run("audit_panda", res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S, priority=HIGH)
+    return _run_job("audit_panda", res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S, priority=HIGH)
 
 
 def call_with_progress(
@@ -300,7 +339,13 @@ def clear_all() -> None:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def mechanism_numbers(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> dict:
+def mechanism_numbers(
+    instance_key: tuple,
+    name: str,
+    epsilon_per_km: float,
+    options: tuple,
+    _progress: Callable[[str, float], None] | None = None,
+) -> dict:
     """Exact mDP audit (every record pair), Bayes attacker's error and loss of a baseline's matrix.
 
     Plain values only. A sampled estimate (``details["estimated"]``) is not audited: an exact audit
@@ -315,8 +360,13 @@ def mechanism_numbers(instance_key: tuple, name: str, epsilon_per_km: float, opt
     if kept is not None and kept[0].get("loss_m") == out["loss_m"]:  # the numbers of this very matrix
         return kept[0]
     # On a worker (time and memory limits): the audit of every pair took 22 s of the server at K = 2,508.
-    out = panda_worker().run(
-        "mechanism_numbers", instance(*instance_key), mech, float(epsilon_per_km), timeout_s=JOB_TIMEOUT_S
+    out = _run_job(
+        "mechanism_numbers",
+        instance(*instance_key),
+        mech,
+        float(epsilon_per_km),
+        timeout_s=JOB_TIMEOUT_S,
+        progress=_progress,
     )
     if result_store.keepable(name, mech):
         result_store.put_value("numbers", inputs, out, prepared=bool(mech.details.get("prepared")))
@@ -391,7 +441,7 @@ def tradeoff_method(
         return [dict(r, prepared=kept[2]) for r in kept[0]]
     inst = instance(*instance_key)
     options = (("time_limit_s", TRADEOFF_POINT_LIMIT_S), ("method_budget_s", TRADEOFF_METHOD_BUDGET_S))
-    rows = panda_worker().run(
+    rows = _run_job(
         "tradeoff_curve",
         inst,
         (method,),
@@ -523,7 +573,7 @@ def repeated_reports(instance_key: tuple, mechanisms: tuple, epsilon_per_km: flo
             matrices.append((name, matrix))
     if not matrices:
         return []
-    return panda_worker().run(
+    return _run_job(
         "repeated_reports",
         instance(*instance_key),
         tuple(matrices),
@@ -563,7 +613,7 @@ def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, opt
     uniform = np.full(inst.n_records, 1.0 / inst.n_records)
     # People are where the peaked prior says; one attacker believes every place equally likely, the
     # other knows where people go (the Bayes-optimal attacker: never the larger error).
-    errors = panda_worker().run(
+    errors = _run_job(
         "attacker_errors", inst, matrix, peaked, (uniform, peaked), timeout_s=JOB_TIMEOUT_S, priority=HIGH
     )
     top = np.sort(peaked)[::-1]

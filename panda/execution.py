@@ -141,6 +141,13 @@ ROOT = Path(__file__).resolve().parent.parent
 #: pid (default: one folder per user in the temporary directory, shared by every worker of the machine).
 RUNNING_DIR_ENV = "PANDA_RUNNING_JOBS_DIR"
 
+#: Jobs one owner (a dashboard session) may have in flight at once; more wait in the owner's own thread.
+MAX_JOBS_PER_OWNER = 3
+#: Seconds a job nobody waits for any more is kept before it is withdrawn (a reload re-joins it meanwhile).
+ABANDON_GRACE_S = 5.0
+#: Seconds between two "busy: N ahead of you" messages of a job waiting for a worker.
+QUEUE_REPORT_S = 1.0
+
 MEMORY_MESSAGE = "MemoryError: the computation needs more memory than the dashboard allows"
 CRASH_MESSAGE = "the computation crashed its process (its worker died; out of memory?)"
 
@@ -151,6 +158,10 @@ class JobError(RuntimeError):
 
 class JobTimeout(JobError):
     """A job ran past its time limit (or found no worker); it was stopped and its worker restarted."""
+
+
+class JobAbandoned(JobError):
+    """The caller stopped waiting (``keep_waiting`` said no: its session went away); see :meth:`Executor.run`."""
 
 
 class JobMemoryError(JobError):
@@ -465,6 +476,9 @@ class _Flight:
     worker: str | None = None
     stopped: str | None = None
     waiters: list = dataclasses.field(default_factory=list)
+    priority: int = 0
+    #: Callers that asked for this job and have not finished waiting (a job with none may be withdrawn).
+    claims: int = 0
 
 
 class Executor:
@@ -512,6 +526,8 @@ class Executor:
         self._client_lock = threading.Lock()
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}  # by Dask key
+        self._owners: dict[str, int] = {}  # owner -> jobs in flight (see run's owner)
+        self._owner_free = threading.Condition()
         self._current: dict[str, str] = {}  # job key -> Dask key of its flight
         self._reissued: dict[str, int] = {}  # job key -> times it was stopped (a stopped key is not reused)
         self._procs: list[subprocess.Popen] = []
@@ -875,11 +891,12 @@ class Executor:
         with self._lock:
             flight = self._flights.get(self._current.get(base, ""))
             if flight is not None and flight.stopped is None:
+                flight.claims += 1
                 return flight  # joined: the same job is already in flight
             # A stopped job's key is not submitted again (the scheduler may still be cancelling it).
             reissued = self._reissued.get(base, 0)
             key = f"{base}-r{reissued}" if reissued else base
-            flight = _Flight(key=key, base=base, submitted=time.monotonic())
+            flight = _Flight(key=key, base=base, submitted=time.monotonic(), priority=priority, claims=1)
             self._flights[key] = flight
             self._current[base] = key
         resources = self._long_resources() if priority < HIGH else None
@@ -923,6 +940,9 @@ class Executor:
             flight = self._flights.get(future.key)
         if flight is None:  # already finished (or never seen here): no start time to count from
             flight = _Flight(key=future.key, submitted=time.monotonic(), future=future, started=time.monotonic())
+        else:
+            with self._lock:
+                flight.claims += 1
         return self._wait(flight, float(timeout_s), progress)
 
     def run(
@@ -933,6 +953,8 @@ class Executor:
         priority: int | None = None,
         progress: Callable[[str, float], None] | None = None,
         key: str | None = None,
+        owner: str | None = None,
+        keep_waiting: Callable[[], bool] | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run job ``fn(*args, **kwargs)`` on a worker and return its value.
@@ -951,6 +973,19 @@ class Executor:
             ``progress(phase, fraction)``, called in this thread with the job's progress messages.
         key
             The Dask key (default :func:`job_key`: equal jobs share it and run once).
+        owner
+            Who asks (a dashboard session's id). An owner has at most :data:`MAX_JOBS_PER_OWNER` jobs in
+            flight (a further call waits here, saying so through ``progress``), and its n-th job in flight
+            is queued one priority step below its first: owners are served in turn, so a session that
+            opens many jobs does not hold up the others' first ones.
+        keep_waiting
+            Asked every 0.1 s while waiting; when it says no (the session went away), the wait ends with
+            :class:`JobAbandoned`, and a job nobody else waits for is withdrawn after
+            :data:`ABANDON_GRACE_S` (a long one that already runs is stopped and its worker restarted; an
+            interactive one that runs is left to finish).
+
+        While the job waits for a worker, ``progress("busy: N ahead of you", 0.0)`` says how many of this
+        server's jobs go first (N > 0 only).
 
         Raises
         ------
@@ -958,14 +993,109 @@ class Executor:
             The job failed (its exception as ``"Type: message"``, MemoryError, its worker died).
         JobTimeout
             Past the time limit, or no worker started it within ``queue_limit_s``.
+        JobAbandoned
+            ``keep_waiting`` said no.
         """
-        flight = self._submit(fn, args, kwargs, priority, key)
-        return self._wait(flight, float(timeout_s), progress)
+        if owner is None:
+            flight = self._submit(fn, args, kwargs, priority, key)
+            return self._wait(flight, float(timeout_s), progress, keep_waiting)
+        rank = self._enter(owner, progress, keep_waiting)
+        try:
+            if priority is None:
+                from panda.jobs import JOB_PRIORITY
 
-    def _wait(self, flight: _Flight, timeout_s: float, progress: Callable[[str, float], None] | None) -> Any:
+                priority = JOB_PRIORITY.get(fn, HIGH) if isinstance(fn, str) else HIGH
+            flight = self._submit(fn, args, kwargs, int(priority) - rank, key)
+            return self._wait(flight, float(timeout_s), progress, keep_waiting)
+        finally:
+            self._leave(owner)
+
+    # --- fairness between owners -----------------------------------------------------------------
+
+    def _enter(
+        self, owner: str, progress: Callable[[str, float], None] | None, keep_waiting: Callable[[], bool] | None
+    ) -> int:
+        """Take one of ``owner``'s job slots (waiting for one if all are taken); return its jobs before it."""
+        deadline = time.monotonic() + self.queue_limit_s
+        told = False
+        with self._owner_free:
+            while self._owners.get(owner, 0) >= MAX_JOBS_PER_OWNER:
+                if keep_waiting is not None and not keep_waiting():
+                    msg = "nobody waits for this computation any more"
+                    raise JobAbandoned(msg)
+                if time.monotonic() > deadline:
+                    msg = f"this session's other computations kept it waiting {self.queue_limit_s:.0f} s"
+                    raise JobTimeout(msg)
+                if progress is not None and not told:
+                    progress(f"busy: waiting for this session's other {MAX_JOBS_PER_OWNER} computations", 0.0)
+                    told = True
+                self._owner_free.wait(0.1)
+            rank = self._owners.get(owner, 0)
+            self._owners[owner] = rank + 1
+        return rank
+
+    def _leave(self, owner: str) -> None:
+        with self._owner_free:
+            left = self._owners.get(owner, 1) - 1
+            if left > 0:
+                self._owners[owner] = left
+            else:
+                self._owners.pop(owner, None)
+            self._owner_free.notify_all()
+
+    def jobs_of(self, owner: str) -> int:
+        """Jobs ``owner`` has in flight (or waiting for a slot's turn) now."""
+        with self._owner_free:
+            return self._owners.get(owner, 0)
+
+    def ahead_of(self, flight: _Flight) -> int:
+        """Count this server's jobs that a worker will start before ``flight`` (0 once it runs)."""
+        if flight.started is not None:
+            return 0
+        with self._lock:
+            return sum(
+                1
+                for other in self._flights.values()
+                if other is not flight
+                and other.started is None
+                and other.stopped is None
+                and (
+                    other.priority > flight.priority
+                    or (other.priority == flight.priority and other.submitted < flight.submitted)
+                )
+            )
+
+    def _abandoned(self, flight: _Flight) -> None:
+        """Withdraw ``flight`` if, after the grace period, nobody claims it (see :meth:`run`'s keep_waiting)."""
+
+        def check() -> None:
+            with self._lock:
+                if flight.claims > 0 or flight.stopped is not None or flight.future is None or flight.future.done():
+                    return
+                running = flight.started is not None
+            reason = "nobody waits for this computation any more"
+            if not running:
+                self._stop(flight, reason, restart=False, unclaimed_only=True)
+            elif flight.priority < HIGH:
+                self._stop(flight, reason, unclaimed_only=True)
+
+        timer = threading.Timer(ABANDON_GRACE_S, check)
+        timer.daemon = True
+        timer.start()
+
+    def _wait(
+        self,
+        flight: _Flight,
+        timeout_s: float,
+        progress: Callable[[str, float], None] | None,
+        keep_waiting: Callable[[], bool] | None = None,
+    ) -> Any:
+        """Wait for ``flight`` (one of its claims, given back at the end)."""
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             flight.waiters.append(inbox)
+        abandoned = False
+        told_ahead, told_at = -1, 0.0
         try:
             while not flight.future.done():
                 try:
@@ -983,6 +1113,15 @@ class Executor:
                 if latest is not None and progress is not None:
                     progress(latest[1], latest[2])
                 now = time.monotonic()
+                if keep_waiting is not None and not keep_waiting():
+                    abandoned = True
+                    msg = "nobody waits for this computation any more"
+                    raise JobAbandoned(msg)
+                if progress is not None and flight.started is None and now - told_at >= QUEUE_REPORT_S:
+                    ahead = self.ahead_of(flight)
+                    if ahead and ahead != told_ahead:
+                        progress(f"busy: {ahead} ahead of you", 0.0)
+                        told_ahead, told_at = ahead, now
                 if flight.stopped is not None and not flight.future.done():
                     raise JobTimeout(flight.stopped)
                 if flight.started is not None and now > flight.started + timeout_s:
@@ -1001,6 +1140,10 @@ class Executor:
             with self._lock:
                 if inbox in flight.waiters:
                     flight.waiters.remove(inbox)
+                flight.claims = max(flight.claims - 1, 0)
+                unclaimed = flight.claims == 0
+            if abandoned and unclaimed:
+                self._abandoned(flight)
 
     def _outcome(self, flight: _Flight) -> Any:
         """Return the value of a finished future, or raise the JobError that says why there is none."""
@@ -1037,10 +1180,14 @@ class Executor:
             raise JobError(CRASH_MESSAGE) from None
         raise JobError(_describe(error) if error is not None else f"the computation ended as {status!r}") from None
 
-    def _stop(self, flight: _Flight, reason: str) -> None:
-        """Cancel a job (for every caller waiting for it) and restart the worker running it."""
+    def _stop(self, flight: _Flight, reason: str, *, restart: bool = True, unclaimed_only: bool = False) -> None:
+        """Cancel a job (for every caller waiting for it) and restart the worker running it.
+
+        ``restart=False``: leave the worker alone (the job has not started); ``unclaimed_only``: do nothing
+        if someone has claimed the job meanwhile (checked under the lock that claims take).
+        """
         with self._lock:
-            if flight.stopped is not None:
+            if flight.stopped is not None or (unclaimed_only and flight.claims > 0):
                 return
             flight.stopped = reason
             self._reissued[flight.base] = self._reissued.get(flight.base, 0) + 1
@@ -1049,7 +1196,8 @@ class Executor:
             self.client.cancel([flight.future], reason=reason)
         except Exception:  # noqa: BLE001 (the worker restart below stops it anyway)
             log.debug("cancel of %s failed", flight.key, exc_info=True)
-        self._restart(flight.worker)
+        if restart:
+            self._restart(flight.worker)
 
     def _restart(self, address: str | None) -> None:
         """Restart one worker through the scheduler, in the background (its nanny starts a fresh process)."""

@@ -230,13 +230,22 @@ def _baseline_rows(key: str) -> _Rows:
     wait = f" (about {LP_TIME_LIMIT_S:.0f} s: its time limit, then an exact audit)" if key.startswith("lp") else ""
     if key == "lp":
         wait = " (a first certified mechanism in seconds; it improves in the background)"
+    queue_note = st.empty()
+
+    def on_progress(phase: str, _fraction: float) -> None:
+        if phase.startswith("busy:"):  # the executor's place in the class's queue
+            queue_note.caption(f"⏳ {phase}: the server computes for the whole class, in turn.")
+
     try:
         with st.spinner(f"Building {label} at ε = {eps:g}/km{wait} ..."):
-            mech = state.baseline(params.instance_key, key, eps, options)
-            out.numbers = state.mechanism_numbers(params.instance_key, key, eps, options)
+            args = (params.instance_key, key, eps, options)
+            mech = state.call_with_progress(state.baseline, *args, on_progress=on_progress)
+            out.numbers = state.call_with_progress(state.mechanism_numbers, *args, on_progress=on_progress)
     except JobError as exc:
         out.problem = f"**{label} could not be built here:** {exc}."
         return out
+    finally:
+        queue_note.empty()
     if mech.matrix is None:
         status = mech.status
         if key == "lp" and options != LIVE_FULL_OPTIONS:

@@ -1,0 +1,211 @@
+"""Fairness between the sessions of a class (issue 29, item 2), on a real local Dask cluster.
+
+* a session (an *owner*) has at most ``MAX_JOBS_PER_OWNER`` jobs in flight; a further one waits, and says so;
+* owners are served in turn: a session's later jobs queue behind another session's first one;
+* a waiting job says how many jobs go before it ("busy: N ahead of you");
+* a job nobody waits for any more (its session went away) is withdrawn after a grace period: a queued one
+  is cancelled, a long running one stopped; a job someone else still waits for is kept.
+
+One cluster of two one-thread workers for the file; the jobs are this module's functions (the workers get
+the tests directory on their path).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from conftest import TESTS_DIR
+
+from panda.execution import (
+    ABANDON_GRACE_S,
+    HIGH,
+    LOW,
+    MAX_JOBS_PER_OWNER,
+    RUNNING_DIR_ENV,
+    Executor,
+    JobAbandoned,
+    JobError,
+)
+
+
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory):
+    env = {
+        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
+        RUNNING_DIR_ENV: str(tmp_path_factory.mktemp("running-jobs")),
+    }
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        ex = Executor(n_workers=2, memory_limit=2**30)
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
+    try:
+        ex.wait_for_workers(2, timeout_s=180)
+        yield ex
+    finally:
+        ex.close()
+
+
+# --- jobs (run on the workers) -----------------------------------------------------------------
+
+
+def started_at(seconds: float, tag: str) -> float:
+    """The wall-clock time the job started; then sleep."""
+    t = time.time()
+    time.sleep(seconds)
+    return t
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 (the test reads it)
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def _occupy_both_workers(executor: Executor, seconds: float, tag: str) -> list:
+    """Two interactive jobs of ``seconds``, one on each worker, started before returning (a long job could
+    only take the one worker with the ``long`` resource)."""
+    futures = [executor.submit(started_at, seconds, f"{tag}-{k}", priority=HIGH) for k in range(2)]
+    deadline = time.monotonic() + 60
+    while sum(1 for f in executor._flights.values() if f.started is not None) < 2:
+        assert time.monotonic() < deadline, "the blocking jobs did not start"
+        time.sleep(0.05)
+    return futures
+
+
+# --- tests -------------------------------------------------------------------------------------
+
+
+def test_a_session_has_at_most_a_few_jobs_in_flight(executor):
+    messages: list[str] = []
+    runs = [
+        _in_thread(
+            executor.run,
+            started_at,
+            1.0,
+            f"limit-{k}",
+            timeout_s=60,
+            owner="many",
+            progress=lambda phase, _f: messages.append(phase),
+        )
+        for k in range(MAX_JOBS_PER_OWNER + 2)
+    ]
+    peak = 0
+    while any(t.is_alive() for t, _ in runs):
+        peak = max(peak, executor.jobs_of("many"))
+        time.sleep(0.02)
+    assert all("value" in box for _, box in runs), [box.get("error") for _, box in runs]
+    assert peak == MAX_JOBS_PER_OWNER
+    assert any(m.startswith("busy: waiting for this session's other") for m in messages), messages
+    assert executor.jobs_of("many") == 0
+
+
+def test_sessions_are_served_in_turn(executor):
+    """A session asks for three long jobs, then another session for one: the other session's first job
+    starts before the first session's second and third (first come, first served would start it last).
+
+    Long jobs all wait for the one worker with the ``long`` resource, whose queue Dask orders by priority
+    (an interactive job is handed to a worker when it is submitted, so its order is the worker's choice).
+    """
+    blocker = executor.submit(started_at, 2.5, "turn-block", priority=LOW)
+    deadline = time.monotonic() + 60
+    while not any(f.started is not None for f in executor._flights.values() if f.base.startswith("started_at")):
+        assert time.monotonic() < deadline, "the blocking job did not start"
+        time.sleep(0.05)
+    hog = []
+    for k in range(3):
+        hog.append(_in_thread(executor.run, started_at, 0.3, f"hog-{k}", timeout_s=60, priority=LOW, owner="hog"))
+        time.sleep(0.2)  # submitted in this order
+    fair_thread, fair = _in_thread(executor.run, started_at, 0.3, "fair", timeout_s=60, priority=LOW, owner="fair")
+    for thread, _ in [*hog, (fair_thread, fair)]:
+        thread.join(90)
+    executor.result(blocker, timeout_s=30)
+    starts = [box["value"] for _, box in hog]
+    assert starts[0] < fair["value"] < min(starts[1:]), (fair["value"], starts)
+
+
+def test_a_waiting_job_says_how_many_go_before_it(executor):
+    blockers = _occupy_both_workers(executor, 2.5, "ahead-block")
+    queued = [executor.submit(started_at, 0.2, f"ahead-{k}", priority=HIGH) for k in range(2)]
+    time.sleep(0.2)
+    messages: list[str] = []
+    executor.run(started_at, 0.1, "ahead-me", timeout_s=60, priority=HIGH, progress=lambda p, _f: messages.append(p))
+    assert "busy: 2 ahead of you" in messages, messages
+    for future in [*blockers, *queued]:
+        executor.result(future, timeout_s=30)
+
+
+def test_a_job_nobody_waits_for_is_withdrawn(executor):
+    blockers = _occupy_both_workers(executor, ABANDON_GRACE_S + 6.0, "gone-block")
+    gone = threading.Event()
+    thread, box = _in_thread(
+        executor.run, started_at, 0.1, "gone-queued", timeout_s=60, owner="left", keep_waiting=lambda: not gone.is_set()
+    )
+    time.sleep(0.3)
+    (flight,) = [f for f in executor._flights.values() if f.base.startswith("started_at") and f.started is None]
+    gone.set()
+    thread.join(5)
+    assert isinstance(box.get("error"), JobAbandoned)
+    deadline = time.monotonic() + ABANDON_GRACE_S + 10
+    while flight.future.status != "cancelled":
+        assert time.monotonic() < deadline, f"the abandoned job was not withdrawn: {flight.future.status}"
+        time.sleep(0.1)
+    assert flight.stopped == "nobody waits for this computation any more"
+    for future in blockers:
+        executor.result(future, timeout_s=30)
+
+
+def test_a_long_job_is_stopped_when_its_session_leaves_but_kept_while_another_waits(executor):
+    restarts = len(executor.restarted)
+    gone = threading.Event()
+    # Two sessions wait for the same long job; one leaves: the job goes on for the other.
+    leaver, left_box = _in_thread(
+        executor.run, started_at, 4.0, "shared-long", timeout_s=60, priority=LOW, keep_waiting=lambda: not gone.is_set()
+    )
+    stayer, stay_box = _in_thread(executor.run, started_at, 4.0, "shared-long", timeout_s=60, priority=LOW)
+    time.sleep(1.0)
+    gone.set()
+    leaver.join(5)
+    stayer.join(60)
+    assert isinstance(left_box.get("error"), JobAbandoned)
+    assert "value" in stay_box, stay_box
+    assert len(executor.restarted) == restarts
+    # Alone, the leaving session's long job is stopped, and its worker restarted.
+    gone.clear()
+    thread, box = _in_thread(
+        executor.run, started_at, 60.0, "alone-long", timeout_s=90, priority=LOW, keep_waiting=lambda: not gone.is_set()
+    )
+    time.sleep(1.5)
+    gone.set()
+    thread.join(5)
+    assert isinstance(box.get("error"), JobAbandoned)
+    deadline = time.monotonic() + ABANDON_GRACE_S + 10
+    while len(executor.restarted) == restarts:
+        assert time.monotonic() < deadline, "the abandoned long job's worker was not restarted"
+        time.sleep(0.1)
+    executor.wait_for_workers(2, timeout_s=120)
+    assert executor.run(started_at, 0.0, "after", timeout_s=60) > 0
+
+
+def test_an_abandoned_wait_is_a_job_error_in_plain_words(executor):
+    with pytest.raises(JobError, match="nobody waits"):
+        executor.run(started_at, 0.5, "plain", timeout_s=30, keep_waiting=lambda: False)
