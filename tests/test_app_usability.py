@@ -317,9 +317,11 @@ def test_matrix_csv_is_a_plain_table_with_output_coordinates(small_view):
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_bbox_link_that_cannot_load_says_so_and_shows_the_city(
+def test_a_bbox_link_not_downloaded_here_shows_the_box_and_a_button_and_the_city(
     osmnx_settings, closed_port_url, tmp_path, monkeypatch
 ):
+    """A link never downloads by itself (issue 29): the page names the box and offers a button, the map shows
+    the embedded city meanwhile, and a click that cannot connect says so in plain words beside the button."""
     from panda import network as pn
 
     monkeypatch.setattr(pn, "CACHE_DIR", tmp_path)  # no cached copy of the box
@@ -327,17 +329,23 @@ def test_a_bbox_link_that_cannot_load_says_so_and_shows_the_city(
     at = run_ok(make_app(bbox="13.25,53.55,13.26,53.56"))
     assert at.radio(key="w_source_kind").value == "Embedded city (offline)"  # what the map really shows
     assert at.selectbox(key="w_city").value == "neubrandenburg"
-    warnings = [w.value for w in at.main.warning if "could not be loaded" in w.value]
-    assert len(warnings) == 1
-    assert "13.25" in warnings[0] and "Neubrandenburg" in warnings[0] and "no connection" in warnings[0]
-    assert not CODE.search(warnings[0]), warnings[0]
+    panel = [m.value for m in at.main.markdown if "not downloaded on this server yet" in m.value]
+    assert len(panel) == 1 and "13.25" in panel[0] and "Neubrandenburg" in panel[0], panel
+    assert not CODE.search(panel[0]), panel[0]
+    button = at.button(key="w_pending_download")
+    assert button.label.startswith("Download this area (≈ ")
     assert get_metric(at, "LP status").value == "Optimal"
     assert qp(at, "city") == "neubrandenburg" and qp(at, "bbox") is None
-    # The box is kept in the sidebar to try again; choosing another city ends the notice.
-    assert (at.session_state["w_west"], at.session_state["w_north"]) == (13.25, 53.56)
+    button.click()
+    run_ok(at)
+    errors = [e.value for e in at.main.error]
+    assert len(errors) == 1 and "connection" in errors[0].lower(), errors
+    assert not CODE.search(errors[0]), errors[0]
+    assert at.button(key="w_pending_download")  # kept, to try again
+    # Choosing another city ends the notice.
     at.selectbox(key="w_city").set_value("kotka")
     run_ok(at)
-    assert not [w for w in at.main.warning if "could not be loaded" in w.value]
+    assert not [m for m in at.main.markdown if "not downloaded on this server yet" in m.value]
 
 
 def test_a_failed_download_leaves_one_plain_message(osmnx_settings, closed_port_url, tmp_path, monkeypatch):
