@@ -14,7 +14,7 @@ from app import state
 from app.analysis import fmt_m, fmt_pct, fmt_s
 from app.messages import plain_error, short_status
 from app.params import Params, to_config
-from panda.execution import JobError
+from panda.execution import CRASH_MESSAGE, MEMORY_MESSAGE, JobBusy, JobClusterLost, JobError, JobTimeout
 
 #: What to change when a setting is too heavy (in plain words).
 HEAVY_HINT = (
@@ -23,6 +23,22 @@ HEAVY_HINT = (
     "recommended preset make the LP large. Try γ = auto, a larger λ, a smaller Γ, fewer records, or the "
     "artifact preset."
 )
+
+#: What to do when the computation stopped for a reason of the cluster's, not of the setting's.
+RETRY_HINT = "Try again in a moment: the server computes for the whole class, and a stopped worker is replaced."
+
+
+def job_failure(exc: JobError) -> tuple[str, str]:
+    """The headline and hint for a failed job: too heavy (its time or memory limit), or a cluster's
+    failure (a worker killed twice, the cluster restarted, no free worker in time) that a retry may fix."""
+    if isinstance(exc, (JobBusy, JobClusterLost)):
+        return "The computation did not complete.", RETRY_HINT
+    if isinstance(exc, JobTimeout) or str(exc).startswith(MEMORY_MESSAGE):
+        return "This setting is too heavy for the dashboard.", HEAVY_HINT
+    if str(exc) == CRASH_MESSAGE:
+        return "The computation's process died.", f"{RETRY_HINT} If it happens again: {HEAVY_HINT}"
+    return "The computation did not complete.", RETRY_HINT
+
 
 __all__ = [
     "View",
@@ -106,7 +122,8 @@ def load_view(params: Params) -> View | None:
         )
     except JobError as exc:
         slot.empty()
-        show_error("This setting is too heavy for the dashboard.", exc, HEAVY_HINT)
+        headline, hint = job_failure(exc)
+        show_error(headline, exc, hint)
         return None
     except Exception as exc:
         slot.empty()

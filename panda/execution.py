@@ -89,6 +89,9 @@ __all__ = [
     "Executor",
     "JobError",
     "JobTimeout",
+    "JobAbandoned",
+    "JobBusy",
+    "JobClusterLost",
     "close_executor",
     "core_share",
     "dask_setup",
@@ -158,6 +161,14 @@ class JobError(RuntimeError):
 
 class JobTimeout(JobError):
     """A job ran past its time limit (or found no worker); it was stopped and its worker restarted."""
+
+
+class JobBusy(JobTimeout):
+    """No worker started the job within the queue limit (the cluster is busy); it was withdrawn."""
+
+
+class JobClusterLost(JobError):
+    """The computing cluster stopped during the job (a local one is replaced on the next job)."""
 
 
 class JobAbandoned(JobError):
@@ -1134,7 +1145,7 @@ class Executor:
                         "(the computing cluster is busy or has no workers) and was withdrawn"
                     )
                     self._stop(flight, reason)
-                    raise JobTimeout(reason)
+                    raise JobBusy(reason)
             return self._outcome(flight)
         finally:
             with self._lock:
@@ -1159,7 +1170,7 @@ class Executor:
                 msg = "the computing cluster stopped during the computation; try again"
                 if self.local:
                     msg += " (a new one is started)"
-                raise JobError(msg)
+                raise JobClusterLost(msg)
             raise JobError("the computation was cancelled")
         if status == "finished":
             try:

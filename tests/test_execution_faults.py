@@ -18,7 +18,14 @@ import psutil
 import pytest
 from conftest import ROOT, TESTS_DIR
 
-from panda.execution import RUNNING_DIR_ENV, SCHEDULER_ENV, JobError, close_executor, get_executor
+from panda.execution import (
+    RUNNING_DIR_ENV,
+    SCHEDULER_ENV,
+    JobClusterLost,
+    JobError,
+    close_executor,
+    get_executor,
+)
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -171,7 +178,7 @@ def test_a_stopped_scheduler_is_replaced_on_the_next_job(executor, tmp_path):
     thread.join(30)
     assert not thread.is_alive()
     error = out.get("error")
-    assert isinstance(error, JobError), out
+    assert isinstance(error, JobClusterLost), out  # the page says "try again", not "too heavy"
     assert "cluster stopped during the computation" in str(error) and "Traceback" not in str(error)
     lost_s = time.perf_counter() - t0
 

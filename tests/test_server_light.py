@@ -37,3 +37,18 @@ def test_the_exact_audit_of_a_mechanism_runs_on_a_worker(monkeypatch):
     numbers = state.mechanism_numbers(view, "em", 4.0, ())
     assert numbers == expected
     assert numbers["audited"] and 0.0 <= numbers["violation_rate"] <= 1.0 and numbers["adversary_error_m"] > 0.0
+
+
+def test_a_failed_job_is_called_too_heavy_only_when_its_limits_stopped_it():
+    """A killed worker, a stopped cluster or a full queue is not the setting's fault: the page says to try
+    again; the time limit or the memory limit says the setting is too heavy."""
+    from app.common import HEAVY_HINT, RETRY_HINT, job_failure
+    from panda.execution import CRASH_MESSAGE, MEMORY_MESSAGE, JobBusy, JobClusterLost, JobError, JobTimeout
+
+    heavy = "This setting is too heavy for the dashboard."
+    assert job_failure(JobTimeout("the computation did not finish within 60 s and was stopped")) == (heavy, HEAVY_HINT)
+    assert job_failure(JobError(MEMORY_MESSAGE)) == (heavy, HEAVY_HINT)
+    for retry in (JobBusy("waited 300 s without a free worker"), JobClusterLost("the cluster stopped")):
+        assert job_failure(retry) == ("The computation did not complete.", RETRY_HINT)
+    headline, hint = job_failure(JobError(CRASH_MESSAGE))
+    assert headline == "The computation's process died." and RETRY_HINT in hint and HEAVY_HINT in hint
