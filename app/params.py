@@ -222,9 +222,13 @@ def to_config(p: Params, *, solve_relaxed: bool = False) -> panda.PandaConfig:
 
 
 def _fmt(v: float) -> str:
-    """A number's URL text: short ("5", "1e-07"), and exact (the link gives back the same float)."""
-    short = f"{v:g}"
-    return short if float(short) == v else repr(float(v))
+    """A number's URL text: short ("5", "1e-07", "0.3" for 0.1 + 0.2 = 0.30000000000000004), and with every digit a
+    link gave it (?eps=5.1234567 is not written back as 5.12346)."""
+    for digits in (6, 10, 13):
+        text = f"{v:.{digits}g}"
+        if math.isclose(float(text), v, rel_tol=1e-12):
+            return text
+    return repr(float(v))
 
 
 def to_query(p: Params) -> dict[str, str]:
