@@ -109,3 +109,18 @@ def _keep_the_main_module():
     yield
     if main is not None:
         sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
+def _downloads_allowed_in_the_test_process():
+    """Every test starts with in-process downloads allowed, as in a library user's process.
+
+    ``app/area.py`` turns them off for good when it is imported under a Streamlit runtime (a web server
+    downloads only through worker jobs); AppTest runs in this process, so without this the tests after the
+    first AppTest would see a server's setting. A test of the server's behaviour turns it off itself.
+    """
+    from panda import network
+
+    network.IN_PROCESS_DOWNLOADS = True
+    yield
+    network.IN_PROCESS_DOWNLOADS = True
