@@ -1,0 +1,121 @@
+"""A server restarted in the middle of a lesson (issue 29, item 6): the link brings the view back, prepared
+results included.
+
+The Optimal (LP) mechanism of a small Kotka view is prepared into a fresh class database (as ``python -m
+panda prepare`` does); a server on that database shows it in Chromium, marked as prepared; the server is
+killed (SIGKILL, no goodbye) and a new one started on the same port and database. The open page reconnects by
+itself and shows the same view and numbers, still marked prepared; a fresh tab opened at the link does too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from test_browser import (  # noqa: F401 (fixtures and helpers of the browser test)
+    ROOT,
+    _free_port,
+    _metric,
+    _wait_healthy,
+    _wait_idle,
+    browser,
+    streamlit_cmd,
+)
+
+from app import prepare
+from app import result_store as rs
+from app.game import store
+
+pytestmark = pytest.mark.browser
+
+QUERY = "city=kotka&K=30&N=8&M=15&eps=3&seed=2&mech=lp"
+PREPARED = "Prepared before the lecture"
+
+
+def _serve(port: int, db: str) -> subprocess.Popen:
+    env = {**os.environ, store.ENV_URL: db}
+    proc = subprocess.Popen(
+        streamlit_cmd(port), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _wait_healthy(f"http://127.0.0.1:{port}", proc)
+    return proc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the server and its process group's children (its local Dask workers)."""
+    import psutil
+
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _connected(pid: int, port: int) -> bool:
+    """Whether a client (the browser's websocket) is connected to the server ``pid`` on ``port``."""
+    import psutil
+
+    return any(
+        c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == port
+        for c in psutil.Process(pid).net_connections(kind="tcp")
+    )
+
+
+def _shows_the_prepared_view(page) -> str:
+    page.get_by_text(PREPARED, exact=False).first.wait_for(timeout=120_000)
+    _wait_idle(page, timeout_s=120)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    return _metric(page, "Error at A")
+
+
+def test_a_restarted_server_brings_the_lesson_back_with_its_prepared_results(tmp_path, monkeypatch, browser):  # noqa: F811
+    db = f"sqlite:///{tmp_path / 'class.db'}"
+    monkeypatch.setenv(store.ENV_URL, db)
+    params = prepare.parse_link(f"http://127.0.0.1/?{QUERY}")
+    (task,) = [t for t in prepare.tasks_for(params) if t.kind == "mechanism" and t.name == "lp"]
+    from app import views
+
+    net = views.network_of(params.source)
+    outcome = prepare.run_task(task, params, lambda key: views.build_instance(net, *key[1:]))
+    assert not outcome.startswith("not kept"), outcome
+    assert rs.get_mechanism(task.instance_key, "lp", task.epsilon_per_km, prepare._options("lp")) is not None
+    store.dispose(db)
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/?{QUERY}"
+    proc = _serve(port, db)
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    try:
+        page = context.new_page()
+        page.goto(url, wait_until="domcontentloaded")
+        before = _shows_the_prepared_view(page)
+        assert before and before != "—", before
+
+        _kill(proc)
+        proc = _serve(port, db)  # the same address and database, nothing in memory
+        t0 = time.perf_counter()
+        # The open page reconnects by itself (a websocket to the new server) and reruns its link.
+        deadline = time.monotonic() + 120
+        while not _connected(proc.pid, port):
+            assert time.monotonic() < deadline, "the open page did not reconnect to the new server"
+            time.sleep(0.2)
+        assert _shows_the_prepared_view(page) == before
+        print(f"\n[restart] the open page showed the prepared view again {time.perf_counter() - t0:.1f} s after")
+        assert "mech=lp" in page.url and "eps=3" in page.url
+
+        fresh = context.new_page()
+        fresh.goto(url, wait_until="domcontentloaded")
+        assert _shows_the_prepared_view(fresh) == before
+    finally:
+        context.close()
+        _kill(proc)
