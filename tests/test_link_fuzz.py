@@ -310,6 +310,8 @@ def test_numbers_are_refused_with_the_right_sentence():
 # --------------------------------------------------------------------------------------------
 
 PAGES = {"lesson": None, "explore": "app_pages/explore.py"}
+#: The other pages of the sidebar, fuzzed with fewer links (name -> (page, examples)).
+MORE_PAGES = {"learn": "app_pages/learn.py", "compare": "app_pages/compare.py", "audit": "app_pages/audit.py"}
 
 
 def _strings(message) -> list[str]:
@@ -363,10 +365,14 @@ def _light(query: dict) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES.values(), ids=PAGES.keys())
-def test_a_fuzzed_link_gets_sentences_never_a_traceback(page, offline):
+@pytest.mark.parametrize(
+    ("page", "examples"),
+    [(page, 25) for page in PAGES.values()] + [(page, 10) for page in MORE_PAGES.values()],
+    ids=[*PAGES, *MORE_PAGES],
+)
+def test_a_fuzzed_link_gets_sentences_never_a_traceback(page, examples, offline):
     @settings(
-        max_examples=25,
+        max_examples=examples,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
     )
@@ -406,3 +412,30 @@ def test_a_link_over_streamlits_limit_is_dropped_whole(offline):
     check_run(at, query)
     assert not at.toast
     assert at.session_state["params"].replace(page_loss=Params().page_loss) == Params()  # not even K=200 of SMALL
+
+
+#: The class round's pages read their own keys (a join code, the lecturer's key, a player's token), not the sidebar's.
+GAME_PAGES = {"host": "app_pages/host.py", "play": "app_pages/play.py"}
+game_queries = st.fixed_dictionaries({}, optional={key: link_values for key in ("code", "key", "me")})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", GAME_PAGES.values(), ids=GAME_PAGES.keys())
+def test_a_fuzzed_class_round_link_gets_a_sentence_never_a_traceback(page):
+    @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(query=game_queries)
+    @example(query={"code": LONG, "key": MD_LINK, "me": HTML})
+    @example(query={"code": MD_LINK})
+    def run(query):
+        at = make_app(page, **query)
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        text = page_text(at)
+        for value in as_received(query).values():
+            flat = " ".join(value.split())
+            assert len(flat) <= 64 or flat[:65] not in text  # never shown beyond 64 characters
+        for element in [*at.error, *at.warning, *at.info, *at.markdown]:
+            html = MarkdownIt("commonmark").render(element.value)
+            assert "<a " not in html and "<img" not in html, element.value
+
+    run()
