@@ -170,6 +170,10 @@ def test_the_installers_require_hashes():
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert re.search(r"pip install [^\n]*--require-hashes --no-deps -r requirements\.lock", dockerfile), dockerfile
     assert "COPY requirements.lock" in dockerfile
+    # The base image by digest (a tag moves), with the command that refreshes it said beside it.
+    (base,) = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert re.fullmatch(r"python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", base), base
+    assert "docker buildx imagetools inspect python:3.11-slim-bookworm" in dockerfile
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (pip_line,) = [line for line in ci.splitlines() if "pip install" in line and not line.lstrip().startswith("#")]
     assert "--require-hashes" in pip_line and "-r requirements-dev.lock" in pip_line, pip_line
