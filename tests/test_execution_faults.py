@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
 import distributed  # noqa: F401 (a runtime dependency: missing, this file fails rather than skips)
 import psutil
 import pytest
-from conftest import ROOT, TESTS_DIR
+from conftest import ROOT
+from executor_support import in_thread, local_cluster, worker_processes
 
 from panda.execution import (
-    RUNNING_DIR_ENV,
-    SCHEDULER_ENV,
     JobClusterLost,
     JobError,
     close_executor,
@@ -30,46 +28,15 @@ from panda.execution import (
 ARTIFACTS = ROOT / "test-artifacts"
 
 
-def _worker_processes() -> list[psutil.Process]:
-    me = psutil.Process()
-    found = []
-    for proc in me.children(recursive=True):
-        try:
-            if "dask_worker" in " ".join(proc.cmdline()) or "multiprocessing" in " ".join(proc.cmdline()):
-                found.append(proc)
-        except psutil.Error:
-            pass
-    return found
-
-
 @pytest.fixture(scope="module")
 def executor(tmp_path_factory):
     ARTIFACTS.mkdir(exist_ok=True)
-    env = {
-        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
-        RUNNING_DIR_ENV: str(tmp_path_factory.mktemp("running-jobs")),
-    }
-    before = {name: os.environ.get(name) for name in (*env, SCHEDULER_ENV)}
-    os.environ.update(env)
-    os.environ.pop(SCHEDULER_ENV, None)  # a local cluster, whatever the caller's environment
     close_executor()
-    try:
-        ex = get_executor(n_workers=2, memory_limit=2**30, worker_log=ARTIFACTS / "dask-workers-faults.log")
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    try:
-        ex.wait_for_workers(2, timeout_s=180)
+    with local_cluster(
+        tmp_path_factory, make=get_executor, memory_limit=2**30, worker_log=ARTIFACTS / "dask-workers-faults.log"
+    ) as ex:
         yield ex
-    finally:
-        close_executor(ex)
-        deadline = time.monotonic() + 20
-        while _worker_processes() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _worker_processes(), "worker processes left behind"
+    close_executor(ex)
 
 
 # --- jobs (run on the workers) -----------------------------------------------------------------
@@ -101,21 +68,6 @@ def _wait_for(condition, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
-    """Run ``fn`` in a thread; the dict gets "value" or "error"."""
-    out: dict = {}
-
-    def target() -> None:
-        try:
-            out["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 (handed to the test)
-            out["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread, out
-
-
 def _gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -129,7 +81,7 @@ def _gone(pid: int) -> bool:
 def test_a_worker_killed_mid_job_is_retried_once_and_the_job_succeeds(executor, tmp_path):
     path = tmp_path / "executions.txt"
     t0 = time.perf_counter()
-    thread, out = _in_thread(executor.run, noted, str(path), 3.0, timeout_s=60)
+    thread, out = in_thread(executor.run, noted, str(path), 3.0, timeout_s=60)
     _wait_for(lambda: len(_executions(path)) == 1, 60, "the job to start")
     victim = _executions(path)[0]
     assert victim != os.getpid()
@@ -147,7 +99,7 @@ def test_a_worker_killed_mid_job_is_retried_once_and_the_job_succeeds(executor, 
 def test_a_job_whose_worker_is_killed_twice_fails_in_plain_words(executor, tmp_path):
     """The scheduler tries a job once more after its worker dies (allowed_failures = 1), not more."""
     path = tmp_path / "executions.txt"
-    thread, out = _in_thread(executor.run, noted, str(path), 30.0, timeout_s=120)
+    thread, out = in_thread(executor.run, noted, str(path), 30.0, timeout_s=120)
     for n in (1, 2):
         _wait_for(lambda n=n: len(_executions(path)) == n, 60, f"execution {n}")
         os.kill(_executions(path)[-1], signal.SIGKILL)
@@ -167,10 +119,10 @@ def test_a_stopped_scheduler_is_replaced_on_the_next_job(executor, tmp_path):
     executor stays the process-wide one (the dashboard's cache keeps it), and its next job starts a new
     local cluster and runs there; the old cluster's workers are stopped."""
     old_address = executor.address
-    old_workers = [p.pid for p in _worker_processes()]
+    old_workers = [p.pid for p in worker_processes()]
     assert old_workers
     path = tmp_path / "executions.txt"
-    thread, out = _in_thread(executor.run, noted, str(path), 30.0, timeout_s=60)
+    thread, out = in_thread(executor.run, noted, str(path), 30.0, timeout_s=60)
     _wait_for(lambda: len(_executions(path)) == 1, 60, "the job to start")
 
     t0 = time.perf_counter()

@@ -12,19 +12,17 @@ the tests directory on their path).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
 import pytest
-from conftest import TESTS_DIR
+from executor_support import in_thread, local_cluster
 
 from panda.execution import (
     ABANDON_GRACE_S,
     HIGH,
     LOW,
     MAX_JOBS_PER_OWNER,
-    RUNNING_DIR_ENV,
     Executor,
     JobAbandoned,
     JobError,
@@ -33,25 +31,8 @@ from panda.execution import (
 
 @pytest.fixture(scope="module")
 def executor(tmp_path_factory):
-    env = {
-        "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p),
-        RUNNING_DIR_ENV: str(tmp_path_factory.mktemp("running-jobs")),
-    }
-    before = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    try:
-        ex = Executor(n_workers=2, memory_limit=2**30)
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name)
-            else:
-                os.environ[name] = value
-    try:
-        ex.wait_for_workers(2, timeout_s=180)
+    with local_cluster(tmp_path_factory, memory_limit=2**30) as ex:
         yield ex
-    finally:
-        ex.close()
 
 
 # --- jobs (run on the workers) -----------------------------------------------------------------
@@ -65,20 +46,6 @@ def started_at(seconds: float, tag: str) -> float:
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def _in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 (the test reads it)
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread, box
 
 
 def _occupy_both_workers(executor: Executor, seconds: float, tag: str) -> list:
@@ -98,7 +65,7 @@ def _occupy_both_workers(executor: Executor, seconds: float, tag: str) -> list:
 def test_a_session_has_at_most_a_few_jobs_in_flight(executor):
     messages: list[str] = []
     runs = [
-        _in_thread(
+        in_thread(
             executor.run,
             started_at,
             1.0,
@@ -133,9 +100,9 @@ def test_sessions_are_served_in_turn(executor):
         time.sleep(0.05)
     hog = []
     for k in range(3):
-        hog.append(_in_thread(executor.run, started_at, 0.3, f"hog-{k}", timeout_s=60, priority=LOW, owner="hog"))
+        hog.append(in_thread(executor.run, started_at, 0.3, f"hog-{k}", timeout_s=60, priority=LOW, owner="hog"))
         time.sleep(0.2)  # submitted in this order
-    fair_thread, fair = _in_thread(executor.run, started_at, 0.3, "fair", timeout_s=60, priority=LOW, owner="fair")
+    fair_thread, fair = in_thread(executor.run, started_at, 0.3, "fair", timeout_s=60, priority=LOW, owner="fair")
     for thread, _ in [*hog, (fair_thread, fair)]:
         thread.join(90)
     executor.result(blocker, timeout_s=30)
@@ -157,7 +124,7 @@ def test_a_waiting_job_says_how_many_go_before_it(executor):
 def test_a_job_nobody_waits_for_is_withdrawn(executor):
     blockers = _occupy_both_workers(executor, ABANDON_GRACE_S + 6.0, "gone-block")
     gone = threading.Event()
-    thread, box = _in_thread(
+    thread, box = in_thread(
         executor.run, started_at, 0.1, "gone-queued", timeout_s=60, owner="left", keep_waiting=lambda: not gone.is_set()
     )
     time.sleep(0.3)
@@ -178,10 +145,10 @@ def test_a_long_job_is_stopped_when_its_session_leaves_but_kept_while_another_wa
     restarts = len(executor.restarted)
     gone = threading.Event()
     # Two sessions wait for the same long job; one leaves: the job goes on for the other.
-    leaver, left_box = _in_thread(
+    leaver, left_box = in_thread(
         executor.run, started_at, 4.0, "shared-long", timeout_s=60, priority=LOW, keep_waiting=lambda: not gone.is_set()
     )
-    stayer, stay_box = _in_thread(executor.run, started_at, 4.0, "shared-long", timeout_s=60, priority=LOW)
+    stayer, stay_box = in_thread(executor.run, started_at, 4.0, "shared-long", timeout_s=60, priority=LOW)
     time.sleep(1.0)
     gone.set()
     leaver.join(5)
@@ -191,7 +158,7 @@ def test_a_long_job_is_stopped_when_its_session_leaves_but_kept_while_another_wa
     assert len(executor.restarted) == restarts
     # Alone, the leaving session's long job is stopped, and its worker restarted.
     gone.clear()
-    thread, box = _in_thread(
+    thread, box = in_thread(
         executor.run, started_at, 60.0, "alone-long", timeout_s=90, priority=LOW, keep_waiting=lambda: not gone.is_set()
     )
     time.sleep(1.5)
