@@ -143,13 +143,20 @@ def short_status(status: str) -> tuple[str, str]:
 
 
 #: Characters Streamlit's markdown gives a meaning to inside a line (links, images, emphasis, code, HTML, tables,
-#: maths, e-mail autolinks, character references such as "&amp;"); "://" and "www." are broken up too, so no bare
-#: address becomes a link.
+#: maths, character references such as "&amp;").
 _MARKDOWN = set("\\`*_{}[]()<>#+!|~$@&")
+#: A zero-width space: invisible, but it breaks the bare addresses below.
+ZERO_WIDTH_SPACE = "\u200b"
+#: Where Streamlit's markdown would make something of plain text, escapes or not: GitHub's autolinks (applied to the
+#: text after parsing) at "http://" and "https://", "www." and an e-mail's "@", in any case; Streamlit's own
+#: ":material/icon:", ":emoji:" and ":colour[text]" after a colon. A zero-width space goes in there ("https:\u200b//",
+#: "www\u200b.", "a\u200b@b.org", ":\u200bsmile:"), so no value of a link becomes a link, an icon or a colour.
+_AUTOLINK = re.compile(r"(?<=:)(?=\S)|(?i:(?<=www))(?=\.)|(?=\\@)")
 
 
 def plain(text: str) -> str:
-    """``text`` shown literally by Streamlit's markdown, on one line: markup characters escaped (no link, image or
-    emphasis can come from a value in a link); ``.``, ``/``, ``=`` and quotes stay as they are."""
+    """``text`` shown literally by Streamlit's markdown, on one line: markup characters escaped, and addresses and
+    Streamlit's shortcodes broken by a zero-width space (no link, image, icon, emphasis or colour can come from a
+    value in a link); ``.``, ``/``, ``=`` and quotes stay as they are."""
     out = "".join("\\" + c if c in _MARKDOWN else c for c in " ".join(str(text).split()))
-    return out.replace("://", "\\://").replace("www.", "www\\.")
+    return _AUTOLINK.sub(ZERO_WIDTH_SPACE, out)
