@@ -85,13 +85,15 @@ def _session_of_this_run() -> dict[str, Any]:
     """``owner`` and ``keep_waiting`` for :meth:`panda.execution.Executor.run` from the session of this run.
 
     The owner is the Streamlit session (at most a few jobs in flight each, served in turn with the other
-    sessions'); the job is waited for while the session is connected: a closed tab ends the wait, and a job
-    nobody else waits for is withdrawn (see the executor). Outside a server (AppTest, a script): no owner.
+    sessions'). The job is waited for while the session is connected and its view (the sidebar's instance:
+    city, K, N, M, seed, loss, prior) is the one the job was asked for: a closed tab or a new view ends the
+    wait, and a job nobody else waits for is then withdrawn (see the executor). Outside a server (AppTest, a
+    script): no owner.
     """
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None:
         return {}
-    session_id = ctx.session_id
+    session_id, session_state = ctx.session_id, ctx.session_state
     try:
         from streamlit.runtime import Runtime
 
@@ -100,7 +102,22 @@ def _session_of_this_run() -> dict[str, Any]:
         runtime = None
     if runtime is None:
         return {"owner": session_id}
-    return {"owner": session_id, "keep_waiting": lambda: runtime.is_active_session(session_id)}
+
+    def view() -> tuple | None:
+        try:
+            params = session_state["params"]
+        except (KeyError, AttributeError):
+            return None
+        return getattr(params, "instance_key", None)
+
+    asked_for = view()
+
+    def keep_waiting() -> bool:
+        if not runtime.is_active_session(session_id):
+            return False
+        return asked_for is None or view() == asked_for
+
+    return {"owner": session_id, "keep_waiting": keep_waiting}
 
 
 def _run_job(job: str, *args: Any, **kwargs: Any) -> Any:

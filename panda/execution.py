@@ -537,7 +537,7 @@ class Executor:
         self._client_lock = threading.Lock()
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}  # by Dask key
-        self._owners: dict[str, int] = {}  # owner -> jobs in flight (see run's owner)
+        self._owners: dict[tuple[str, str], int] = {}  # (owner, kind) -> jobs in flight (see run's owner)
         self._owner_free = threading.Condition()
         self._current: dict[str, str] = {}  # job key -> Dask key of its flight
         self._reissued: dict[str, int] = {}  # job key -> times it was stopped (a stopped key is not reused)
@@ -985,10 +985,10 @@ class Executor:
         key
             The Dask key (default :func:`job_key`: equal jobs share it and run once).
         owner
-            Who asks (a dashboard session's id). An owner has at most :data:`MAX_JOBS_PER_OWNER` jobs in
-            flight (a further call waits here, saying so through ``progress``), and its n-th job in flight
-            is queued one priority step below its first: owners are served in turn, so a session that
-            opens many jobs does not hold up the others' first ones.
+            Who asks (a dashboard session's id). An owner has at most :data:`MAX_JOBS_PER_OWNER` interactive
+            and as many long jobs in flight (a further call waits here, saying so through ``progress``), and
+            its n-th job of a kind in flight is queued one priority step below its first: owners are served in
+            turn, so a session that opens many jobs does not hold up the others' first ones.
         keep_waiting
             Asked every 0.1 s while waiting; when it says no (the session went away), the wait ends with
             :class:`JobAbandoned`, and a job nobody else waits for is withdrawn after
@@ -1010,21 +1010,26 @@ class Executor:
         if owner is None:
             flight = self._submit(fn, args, kwargs, priority, key)
             return self._wait(flight, float(timeout_s), progress, keep_waiting)
-        rank = self._enter(owner, progress, keep_waiting)
-        try:
-            if priority is None:
-                from panda.jobs import JOB_PRIORITY
+        if priority is None:
+            from panda.jobs import JOB_PRIORITY
 
-                priority = JOB_PRIORITY.get(fn, HIGH) if isinstance(fn, str) else HIGH
+            priority = JOB_PRIORITY.get(fn, HIGH) if isinstance(fn, str) else HIGH
+        # Interactive and long jobs have slots of their own: a session's slider never waits for its own curve.
+        slots = (owner, "interactive" if int(priority) >= HIGH else "long")
+        rank = self._enter(slots, progress, keep_waiting)
+        try:
             flight = self._submit(fn, args, kwargs, int(priority) - rank, key)
             return self._wait(flight, float(timeout_s), progress, keep_waiting)
         finally:
-            self._leave(owner)
+            self._leave(slots)
 
     # --- fairness between owners -----------------------------------------------------------------
 
     def _enter(
-        self, owner: str, progress: Callable[[str, float], None] | None, keep_waiting: Callable[[], bool] | None
+        self,
+        owner: tuple[str, str],
+        progress: Callable[[str, float], None] | None,
+        keep_waiting: Callable[[], bool] | None,
     ) -> int:
         """Take one of ``owner``'s job slots (waiting for one if all are taken); return its jobs before it."""
         deadline = time.monotonic() + self.queue_limit_s
@@ -1045,7 +1050,7 @@ class Executor:
             self._owners[owner] = rank + 1
         return rank
 
-    def _leave(self, owner: str) -> None:
+    def _leave(self, owner: tuple[str, str]) -> None:
         with self._owner_free:
             left = self._owners.get(owner, 1) - 1
             if left > 0:
@@ -1055,9 +1060,9 @@ class Executor:
             self._owner_free.notify_all()
 
     def jobs_of(self, owner: str) -> int:
-        """Jobs ``owner`` has in flight (or waiting for a slot's turn) now."""
+        """Jobs ``owner`` has in flight now, interactive and long."""
         with self._owner_free:
-            return self._owners.get(owner, 0)
+            return sum(n for (who, _kind), n in self._owners.items() if who == owner)
 
     def ahead_of(self, flight: _Flight) -> int:
         """Count this server's jobs that a worker will start before ``flight`` (0 once it runs)."""

@@ -176,3 +176,31 @@ def test_a_long_job_is_stopped_when_its_session_leaves_but_kept_while_another_wa
 def test_an_abandoned_wait_is_a_job_error_in_plain_words(executor):
     with pytest.raises(JobError, match="nobody waits"):
         executor.run(started_at, 0.5, "plain", timeout_s=30, keep_waiting=lambda: False)
+
+
+def test_a_sessions_interactive_job_never_waits_for_its_own_long_jobs(executor):
+    """Long jobs (a curve) fill the session's long slots; its slider's job still goes at once."""
+    long_runs = [
+        in_thread(executor.run, started_at, 4.0, f"own-long-{k}", timeout_s=60, priority=LOW, owner="busy")
+        for k in range(MAX_JOBS_PER_OWNER)
+    ]
+    deadline = time.monotonic() + 30
+    while executor.jobs_of("busy") < MAX_JOBS_PER_OWNER:
+        assert time.monotonic() < deadline, "the long jobs did not take their slots"
+        time.sleep(0.05)
+    messages: list[str] = []
+    t0 = time.monotonic()
+    executor.run(
+        started_at,
+        0.0,
+        "own-slider",
+        timeout_s=60,
+        priority=HIGH,
+        owner="busy",
+        progress=lambda p, _f: messages.append(p),
+    )
+    assert time.monotonic() - t0 < 3.5, "the interactive job waited for the session's long ones"
+    assert not [m for m in messages if "other" in m], messages
+    for thread, box in long_runs:
+        thread.join(60)
+        assert "value" in box, box
