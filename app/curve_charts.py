@@ -44,7 +44,16 @@ from app.analysis import fmt_m
 from app.palette import MECHANISM_COLORS
 from panda.tradeoff import METHOD_LABELS
 
-__all__ = ["LABELS", "COLORS", "METRICS", "PANDA_SCOPES", "tradeoff_figure", "tradeoff_notes"]
+__all__ = [
+    "LABELS",
+    "COLORS",
+    "METRICS",
+    "PANDA_SCOPES",
+    "bound_label_height",
+    "bound_label_layout",
+    "tradeoff_figure",
+    "tradeoff_notes",
+]
 
 #: Readable mechanism names.
 LABELS: dict[str, str] = dict(METHOD_LABELS)
