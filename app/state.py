@@ -16,6 +16,7 @@ jobs first) and sharing (identical jobs of several sessions run once).
 
 from __future__ import annotations
 
+import collections
 import math
 import queue
 import threading
@@ -247,8 +248,12 @@ def baseline(
     epsilon_per_km: float,
     options: tuple,
     _progress: Callable[[str, float], None] | None = None,
+    _numbers: bool = False,
 ) -> Any:
     """A baseline mechanism (panda.mechanisms.BASELINES[name]) on the view's instance, on a worker.
+
+    ``_numbers``: measure it in the same job (:func:`mechanism_numbers` then finds its numbers at once: what
+    the Lesson shows of a new mechanism costs one trip through the class's queue, not two).
 
     The optimal LP ("lp") is a long job (low priority); the other mechanisms are interactive. A mechanism
     in the result store (app/result_store.py) is read from there; one built here is kept there.
@@ -259,8 +264,8 @@ def baseline(
         return kept
     limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
     priority = LOW if name == "lp" else HIGH
-    mech = _run_job(
-        "baseline",
+    out = _run_job(
+        "baseline_numbers" if _numbers else "baseline",
         instance(*instance_key),
         name,
         float(epsilon_per_km),
@@ -269,8 +274,30 @@ def baseline(
         priority=priority,
         progress=_progress,
     )
+    mech, numbers = out if _numbers else (out, None)
     result_store.put_mechanism(instance_key, name, epsilon_per_km, options, mech)
+    if numbers is not None:
+        _keep_numbers(instance_key, name, epsilon_per_km, options, mech, numbers)
     return mech
+
+
+#: Numbers measured with their mechanism (``baseline(..., _numbers=True)``), for :func:`mechanism_numbers`.
+_FRESH_NUMBERS: collections.OrderedDict = collections.OrderedDict()
+_FRESH_NUMBERS_MAX = 256
+_FRESH_LOCK = threading.Lock()
+
+
+def _keep_numbers(
+    instance_key: tuple, name: str, epsilon_per_km: float, options: tuple, mech: Any, numbers: dict
+) -> None:
+    inputs = result_store.mechanism_key_inputs(instance_key, name, epsilon_per_km, options)
+    with _FRESH_LOCK:
+        _FRESH_NUMBERS[repr(inputs)] = numbers
+        _FRESH_NUMBERS.move_to_end(repr(inputs))
+        while len(_FRESH_NUMBERS) > _FRESH_NUMBERS_MAX:
+            _FRESH_NUMBERS.popitem(last=False)
+    if result_store.keepable(name, mech):
+        result_store.put_value("numbers", inputs, numbers, prepared=bool(mech.details.get("prepared")))
 
 
 class Job:
@@ -376,6 +403,10 @@ def mechanism_numbers(
     kept = result_store.get_value("numbers", inputs)
     if kept is not None and kept[0].get("loss_m") == out["loss_m"]:  # the numbers of this very matrix
         return kept[0]
+    with _FRESH_LOCK:
+        fresh = _FRESH_NUMBERS.get(repr(inputs))
+    if fresh is not None and fresh.get("loss_m") == out["loss_m"]:  # measured with the mechanism
+        return fresh
     # On a worker (time and memory limits): the audit of every pair took 22 s of the server at K = 2,508.
     out = _run_job(
         "mechanism_numbers",

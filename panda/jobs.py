@@ -56,6 +56,18 @@ def _job_baseline(instance, name, epsilon_per_km, options, progress):
     return BASELINES[name](instance, epsilon_per_km, **dict(options))
 
 
+def _job_baseline_numbers(instance, name, epsilon_per_km, options, progress):
+    """Build a baseline mechanism and measure it (:func:`panda.audit.mechanism_numbers`) in one job.
+
+    What the Lesson shows of a new mechanism: one trip through the queue, and the matrix is not sent back.
+    """
+    from panda.audit import mechanism_numbers
+
+    mech = _job_baseline(instance, name, epsilon_per_km, options, progress)
+    progress("the exact audit of every pair", 0.9)
+    return mech, mechanism_numbers(instance, mech, epsilon_per_km)
+
+
 def _job_audit_panda(result, instance, n_record_pairs, progress):
     """Audit a PAnDA run exactly for (eps, delta)-PmDP (``panda.pmdp.audit_panda``)."""
     from panda.pmdp import audit_panda
@@ -140,6 +152,7 @@ JOBS: dict[str, Callable[..., Any]] = {
     "repeated_reports": _job_repeated_reports,
     "attacker_errors": _job_attacker_errors,
     "mechanism_numbers": _job_mechanism_numbers,
+    "baseline_numbers": _job_baseline_numbers,
 }
 
 #: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
@@ -151,6 +164,7 @@ JOB_PRIORITY: dict[str, int] = {
     "repeated_reports": 10,
     "attacker_errors": 10,
     "mechanism_numbers": 10,
+    "baseline_numbers": 10,
     "delta_sweep": 0,
     "tradeoff_curve": 0,
 }

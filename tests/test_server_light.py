@@ -52,3 +52,21 @@ def test_a_failed_job_is_called_too_heavy_only_when_its_limits_stopped_it():
         assert job_failure(retry) == ("The computation did not complete.", RETRY_HINT)
     headline, hint = job_failure(JobError(CRASH_MESSAGE))
     assert headline == "The computation's process died." and RETRY_HINT in hint and HEAVY_HINT in hint
+
+
+def test_the_lessons_mechanism_and_its_numbers_come_from_one_job(monkeypatch):
+    """``baseline(..., _numbers=True)`` measures the mechanism in the job that builds it: the numbers need no
+    second job (a second trip through a busy class's queue), and equal those of a job of their own."""
+    from app import state
+    from app.params import Params
+
+    monkeypatch.setenv("PANDA_RESULT_STORE", "off")
+    view = Params(n_records=int(SMALL["K"]), n_users=int(SMALL["N"]), n_outputs=int(SMALL["M"]), seed=12).instance_key
+    mech = state.baseline(view, "laplace", 3.0, (), _numbers=True)
+    jobs: list[str] = []
+    real_run = state._run_job
+    monkeypatch.setattr(state, "_run_job", lambda job, *a, **k: jobs.append(job) or real_run(job, *a, **k))
+    numbers = state.mechanism_numbers(view, "laplace", 3.0, ())
+    assert jobs == []
+    assert numbers == panda.audit.mechanism_numbers(state.instance(*view), mech, 3.0)
+    assert numbers["audited"]

@@ -239,7 +239,7 @@ def _baseline_rows(key: str) -> _Rows:
     try:
         with st.spinner(f"Building {label} at ε = {eps:g}/km{wait} ..."):
             args = (params.instance_key, key, eps, options)
-            mech = state.call_with_progress(state.baseline, *args, on_progress=on_progress)
+            mech = state.call_with_progress(state.baseline, *args, _numbers=True, on_progress=on_progress)
             out.numbers = state.call_with_progress(state.mechanism_numbers, *args, on_progress=on_progress)
     except JobError as exc:
         out.problem = f"**{label} could not be built here:** {exc}."
