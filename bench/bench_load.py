@@ -386,7 +386,9 @@ class _SoakUser:
                         state.id = wid
                         want = None
                         if name == "eps":
-                            want = rng.choice(EPS_GRID)
+                            # a new value: the same eps changes no link, so no "applied" message would come
+                            now = re.search(r"(?:^|&)eps=([0-9.]+)", query)
+                            want = rng.choice([e for e in EPS_GRID if not now or abs(e - float(now.group(1))) > 1e-9])
                             state.double_array_value.data.append(want)
                         elif name == "mech":
                             state.string_value = rng.choice(options[: len(FAST_MECHANISMS)])
