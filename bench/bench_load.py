@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_SESSIONS = 40
 #: eps values (1/km) on the sidebar's 0.5 grid; each round takes new ones so that nothing is cached.
 EPS_GRID = [0.5 * k for k in range(1, 101)]
+#: The Lesson's eps when the link names none (app.params.Params.epsilon_per_km).
+DEFAULT_EPS = 5.0
 
 
 def streamlit_cmd(port: int) -> list[str]:
@@ -388,7 +390,8 @@ class _SoakUser:
                         if name == "eps":
                             # a new value: the same eps changes no link, so no "applied" message would come
                             now = re.search(r"(?:^|&)eps=([0-9.]+)", query)
-                            want = rng.choice([e for e in EPS_GRID if not now or abs(e - float(now.group(1))) > 1e-9])
+                            current = float(now.group(1)) if now else DEFAULT_EPS
+                            want = rng.choice([e for e in EPS_GRID if abs(e - current) > 1e-9])
                             state.double_array_value.data.append(want)
                         elif name == "mech":
                             state.string_value = rng.choice(options[: len(FAST_MECHANISMS)])
