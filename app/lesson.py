@@ -40,8 +40,16 @@ MECHANISMS: dict[str, tuple[str, str]] = {
         "EM + remap",
         "EM, then the server moves each report to the place that is best on average given what it knows.",
     ),
-    "lp-ca": ("LP on cells", "An optimised mechanism solved on a coarse grid of cells."),
-    "lp-em": ("LP + EM", "An optimised mechanism that only considers EM-like rows (faster LP)."),
+    "lp-ca": (
+        "LP on cells",
+        "An optimised mechanism solved on a coarse 8 × 8 grid, one place per cell, every place reporting like its "
+        "cell's: the guarantee holds between the cells' places, not always between two places (the check says).",
+    ),
+    "lp-em": (
+        "LP + EM",
+        "An optimised mechanism: each output's probabilities are optimised for its 38 nearest places, the "
+        "exponential mechanism elsewhere. Seconds on the default 500 places.",
+    ),
     "lp": ("Optimal (LP)", "The best possible utility under the guarantee: a linear program (slow)."),
     "panda-e": (
         "PAnDA-e",

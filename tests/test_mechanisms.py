@@ -540,3 +540,59 @@ def test_lp_em_is_feasible_at_large_eps(eps):
     assert mech.details["numerics"]["candidates_left_in_tail_below_floor"] > 0
     assert audit_mechanism(mech.matrix, inst.d_km, eps).passed
     assert mech.loss_m <= build_em(inst, eps).loss_m + 1e-6
+
+
+# --- LP + EM and LP on cells by row generation (the Lesson's default view in seconds) ---------------
+
+
+@pytest.mark.parametrize("eps", [2.0, EPS, 20.0])
+def test_lp_em_row_generation_finds_the_whole_lps_optimum(slow, eps):
+    """Row generation (the default) solves the same LP as every pair row at once: same optimum, exact audit."""
+    whole = build_lp_em(slow, eps, row_generation=False)
+    assert_solved(whole, slow)
+    for kwargs in ({}, {"initial_pairs": 0, "per_entry": 0}, {"initial_pairs": 3, "per_entry": 1}):
+        generated = build_lp_em(slow, eps, **kwargs)
+        assert_solved(generated, slow)
+        assert generated.details["objective_m"] == pytest.approx(whole.details["objective_m"], rel=1e-6, abs=1e-6)
+        assert generated.loss_m == pytest.approx(whole.loss_m, rel=1e-5)
+        assert audit_mechanism(generated.matrix, slow.d_km, eps).passed
+        rounds = generated.details["row_generation"]["rounds"]
+        assert rounds[-1]["rows_added"] == 0  # the last round violated nothing
+        assert generated.details["lp_rows"] <= generated.details["lp_rows_full"]
+    assert audit_mechanism(whole.matrix, slow.d_km, eps).passed
+    assert whole.details["row_generation"] is None
+
+
+def test_lp_em_row_generation_writes_fewer_rows(slow):
+    generated = build_lp_em(slow, 2.0)
+    assert len(generated.details["row_generation"]["rounds"]) > 1
+    assert generated.details["lp_rows"] < generated.details["lp_rows_full"]
+
+
+@pytest.mark.parametrize("eps", [1.0, EPS])
+def test_lp_ca_row_generation_finds_the_whole_lps_optimum(slow, eps):
+    whole = build_lp_ca(slow, eps, row_generation=False)
+    assert_solved(whole, slow)
+    generated = build_lp_ca(slow, eps)
+    assert_solved(generated, slow)
+    assert generated.details["objective_m"] == pytest.approx(whole.details["objective_m"], rel=1e-6, abs=1e-6)
+    assert generated.loss_m == pytest.approx(whole.loss_m, rel=1e-5)
+    assert generated.details["row_generation"]["rounds"][-1]["rows_added"] == 0
+    # Its guarantee: eps-mDP between the cells' representatives, exactly (records are audited separately).
+    reps = generated.details["representatives"]
+    d_reps = slow.distances_km(reps, reps)
+    assert audit_mechanism(generated.matrix[reps], d_reps, eps).passed
+    assert audit_mechanism(whole.matrix[reps], d_reps, eps).passed
+
+
+@pytest.mark.parametrize(
+    ("builder", "kwargs"),
+    [
+        (build_lp_em, {"initial_pairs": -1}),
+        (build_lp_em, {"per_entry": -2}),
+        (build_lp_ca, {"per_entry": -1}),
+    ],
+)
+def test_bad_row_generation_options_raise(small, builder, kwargs):
+    with pytest.raises(ValueError):
+        builder(small, EPS, **kwargs)

@@ -21,11 +21,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from panda.instance import Instance
-from panda.lp import SOLVERS, solve_mdp_lp
+from panda.lp import MAX_EXPONENT, ROW_GENERATION_TOL, SOLVERS, solve_mdp_lp
 from panda.mechanisms._common import check_positive, finish, repair_mdp, unsolved_status
 from panda.mechanisms.base import MechanismResult, check_epsilon
+from panda.mechanisms.lp_em import solve_two_term_lp
 from panda.mechanisms.lp_full import check_eta, mdp_pairs
 from panda.network import haversine_km
 
@@ -66,6 +68,9 @@ def build_lp_ca(
     eta: float = 1e-6,
     time_limit_s: float = 1800.0,
     solver: str = "ipm",
+    row_generation: bool = True,
+    initial_pairs: int = 1,
+    per_entry: int = 2,
 ) -> MechanismResult:
     """LP over the representatives of a ``grid x grid`` partition; every record uses its cell's row.
 
@@ -83,12 +88,22 @@ def build_lp_ca(
         Floor on every entry (pairs it implies are left out exactly).
     time_limit_s, solver
         HiGHS settings; beyond the limit the status is ``"unsolved: ..."`` and the matrix ``None``.
+        ``solver`` is that of the one monolithic LP (``row_generation=False``); row generation always
+        runs HiGHS's dual simplex (it goes on from the last basis).
+    row_generation, initial_pairs, per_entry
+        Solve by constraint (row) generation (default; :func:`panda.mechanisms.lp_em.solve_two_term_lp`):
+        the first LP has the row sums and, for every entry ``z[c', y]``, the pair rows of the
+        ``initial_pairs`` cells most nearly between ``c'`` and the output; each round adds every entry's
+        ``per_entry`` most violated pair rows, until none is violated (then it is the whole LP's optimum).
+        ``False``: every pair row in one LP (:func:`panda.lp.solve_mdp_lp`, the former way).
     """
     eps = check_epsilon(epsilon_per_km, "build_lp_ca")
     g = int(check_positive(grid, "grid", "build_lp_ca", integer=True))
     scale = check_positive(exponent_scale, "exponent_scale", "build_lp_ca")
     eta = check_eta(eta, instance.n_outputs, "build_lp_ca")
     check_positive(time_limit_s, "time_limit_s", "build_lp_ca")
+    initial_pairs = int(check_positive(initial_pairs, "initial_pairs", "build_lp_ca", integer=True, low=-1))
+    per_entry = int(check_positive(per_entry, "per_entry", "build_lp_ca", integer=True, low=-1))
     if solver not in SOLVERS:
         msg = f"The 'solver' parameter of build_lp_ca must be one of {SOLVERS}. Got {solver!r} instead."
         raise ValueError(msg)
@@ -101,6 +116,33 @@ def build_lp_ca(
     np.add.at(cost, row_of, weighted)
     d_reps = instance.distances_km(reps, reps)
     pi, pj, b, info = mdp_pairs(d_reps, eps * scale, eta=eta)
+    if row_generation:
+        z_lp, status, ok, rg = _solve_by_rows(
+            instance, reps, cost, pi, pj, b, eta, time_limit_s - (time.perf_counter() - t0), initial_pairs, per_entry
+        )
+        details: dict = {
+            "grid": g,
+            "exponent_scale": scale,
+            "n_cells": int(reps.size),
+            "representatives": reps,
+            "cell_of_record": row_of,
+            "eta": eta,
+            "n_pairs": info["n_pairs"],
+            "lp_status": status,
+            "lp_time_s": float(sum(e["time_s"] for e in rg["rounds"])),
+            "lp_rows": rg["rounds"][-1]["rows"],
+            "lp_rows_full": int(reps.size + pi.size * instance.n_outputs),
+            "solver": "simplex (row generation)",
+            "row_generation": rg,
+            "guarantee": "eps-mDP between representatives only; records are audited separately",
+        }
+        if not ok or z_lp is None:
+            return finish("lp-ca", eps, instance, None, unsolved_status(status, time.perf_counter() - t0), t0, details)
+        details["objective_m"] = float((cost * z_lp).sum())
+        tr = time.perf_counter()
+        z, details["repair"] = repair_mdp(z_lp, d_reps, eps * scale)
+        details["repair_s"] = time.perf_counter() - tr
+        return finish("lp-ca", eps, instance, z[row_of], "solved", t0, details)
     res = solve_mdp_lp(cost, pi, pj, b, eta=eta, time_limit_s=time_limit_s, solver=solver)
     details = {
         "grid": g,
@@ -123,3 +165,59 @@ def build_lp_ca(
         )
     z, details["repair"] = repair_mdp(res.z, d_reps, eps * scale)
     return finish("lp-ca", eps, instance, z[row_of], "solved", t0, details)
+
+
+def _solve_by_rows(
+    instance: Instance,
+    reps: np.ndarray,
+    cost: np.ndarray,
+    pi: np.ndarray,
+    pj: np.ndarray,
+    b: np.ndarray,
+    eta: float,
+    time_limit_s: float,
+    initial_pairs: int,
+    per_entry: int,
+) -> tuple[np.ndarray | None, str, bool, dict]:
+    """Solve the LP on cells by row generation: ``(z or None, HiGHS status, optimal?, {"rounds", ...})``.
+
+    The same LP as :func:`panda.lp.solve_mdp_lp` (``z[c, y]`` row-stochastic, ``eta <= z <= 1``, and
+    ``z[i, y] <= exp(b) z[j, y]`` for every given pair, those implied by the floor already left out by
+    :func:`panda.mechanisms.lp_full.mdp_pairs`), its rows generated.
+    """
+    n, m = cost.shape
+    keep = pi != pj
+    pi, pj, b = pi[keep], pj[keep], np.minimum(b[keep], MAX_EXPONENT)
+    n_p = pi.size
+    # Pool row (pair p, output y): z[i, y] - e^b z[j, y] <= 0, columns in (cell, output) order.
+    py = np.tile(np.arange(m), n_p)
+    pp = np.repeat(np.arange(n_p), m)
+    c1, c2 = pi[pp] * m + py, pj[pp] * m + py
+    v1, v2 = np.ones(pp.size), -np.exp(b[pp])
+    # First round: for every entry z[j, y], the pair rows of the cells i most nearly between j and y.
+    d_out = instance.distances_km(reps, instance.outputs)  # (cells, M)
+    d_cells = instance.distances_km(reps, reps)
+    excess = d_out[pi[pp], py] + d_cells[pi[pp], pj[pp]] - d_out[pj[pp], py]
+    order = np.lexsort((excess, c2))
+    cb = c2[order]
+    rank = np.empty(pp.size, dtype=np.int64)
+    rank[order] = np.arange(pp.size) - np.searchsorted(cb, cb, side="left")
+    active = rank < initial_pairs
+    sums = sp.csr_matrix((np.ones(n * m), np.arange(n * m), np.arange(0, n * m + 1, m)), shape=(n, n * m))
+    h, status, ok, rounds = solve_two_term_lp(
+        cost.ravel(),
+        sums,
+        np.ones(n),
+        np.full(n * m, eta),
+        np.ones(n * m),
+        (c1, v1, c2, v2),
+        c1,
+        active,
+        time_limit_s=time_limit_s,
+        per_entry=per_entry,
+    )
+    info = {"initial_pairs": initial_pairs, "per_entry": per_entry, "tolerance": ROW_GENERATION_TOL, "rounds": rounds}
+    if not ok:
+        return None, status, False, info
+    z = np.clip(np.asarray(h.getSolution().col_value).reshape(n, m), 0.0, None)
+    return z / z.sum(axis=1, keepdims=True), status, True, info
