@@ -64,6 +64,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import inspect
 import logging
 import os
@@ -144,6 +145,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: pid (default: one folder per user in the temporary directory, shared by every worker of the machine).
 RUNNING_DIR_ENV = "PANDA_RUNNING_JOBS_DIR"
 
+#: The long workers' nice value (their nanny and worker processes): under load the CPU goes first to the
+#: web server and the interactive worker, so a class's sliders stay quick while curves are computed.
+LONG_WORKER_NICENESS = 10
 #: Jobs one owner (a dashboard session) may have in flight at once; more wait in the owner's own thread.
 MAX_JOBS_PER_OWNER = 3
 #: Seconds a job nobody waits for any more is kept before it is withdrawn (a reload re-joins it meanwhile).
@@ -682,7 +686,7 @@ class Executor:
             ["--nworkers", str(self.n_workers - 1), "--name", "panda-long", "--resources", f"{LONG_RESOURCE}=1"],
         ]
         try:
-            for extra in groups:
+            for extra, niceness in zip(groups, (0, LONG_WORKER_NICENESS), strict=True):
                 proc = subprocess.Popen(
                     common + extra,
                     cwd=str(ROOT),
@@ -690,6 +694,8 @@ class Executor:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=out,
+                    # Long workers yield the cores to the interactive one and to the web server when both are busy.
+                    preexec_fn=functools.partial(os.nice, niceness) if niceness and os.name == "posix" else None,  # noqa: PLW1509
                 )
                 self._procs.append(proc)
         finally:
@@ -910,7 +916,9 @@ class Executor:
             flight = _Flight(key=key, base=base, submitted=time.monotonic(), priority=priority, claims=1)
             self._flights[key] = flight
             self._current[base] = key
-        resources = self._long_resources() if priority < HIGH else None
+        # A long job (LOW, or below it: a session's later ones) needs a worker with the long resource. (Dask
+        # does not give an interactive one to a worker busy with a long job: tests/test_fairness.py.)
+        resources = self._long_resources() if priority <= LOW else None
         try:
             future = client.submit(
                 _execute, target, args, kwargs, key=key, priority=priority, resources=resources, retries=0
@@ -1092,7 +1100,7 @@ class Executor:
             reason = "nobody waits for this computation any more"
             if not running:
                 self._stop(flight, reason, restart=False, unclaimed_only=True)
-            elif flight.priority < HIGH:
+            elif flight.priority <= LOW:
                 self._stop(flight, reason, unclaimed_only=True)
 
         timer = threading.Timer(ABANDON_GRACE_S, check)

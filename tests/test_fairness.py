@@ -45,6 +45,16 @@ def started_at(seconds: float, tag: str) -> float:
     return t
 
 
+def first_long(seconds: float) -> float:
+    """Like :func:`started_at`, under a name the scheduler has no durations for (it guesses 0.5 s)."""
+    return started_at(seconds, "first-long")
+
+
+def first_short(seconds: float, tag: str) -> float:
+    """Like :func:`started_at`, under another name the scheduler has not seen."""
+    return started_at(seconds, tag)
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 
@@ -204,3 +214,52 @@ def test_a_sessions_interactive_job_never_waits_for_its_own_long_jobs(executor):
     for thread, box in long_runs:
         thread.join(60)
         assert "value" in box, box
+
+
+def test_an_interactive_job_is_not_given_to_a_worker_busy_with_a_long_one(executor):
+    """Dask hands a job to a worker when it is submitted; one given to the worker running a long job would
+    wait for all of it. Two interactive jobs while the long worker is busy: both run on the other worker,
+    one after the other, long before the long job ends."""
+    long_job = executor.submit(first_long, 8.0, priority=LOW)
+    deadline = time.monotonic() + 30
+    while not any(f.started is not None for f in executor._flights.values() if f.key == long_job.key):
+        assert time.monotonic() < deadline, "the long job did not start"
+        time.sleep(0.05)
+    t0 = time.time()
+    first = executor.submit(first_short, 1.5, "beside-long-1", priority=HIGH)
+    second = executor.submit(first_short, 0.0, "beside-long-2", priority=HIGH)
+    starts = [executor.result(f, timeout_s=60) - t0 for f in (first, second)]
+    assert max(starts) < 5.0, starts  # not after the long job's 8 s
+    executor.result(long_job, timeout_s=60)
+
+
+def test_long_workers_yield_the_cores(executor):
+    """The long workers run at a lower CPU priority (nice 10) than the interactive one and the server."""
+    import psutil
+
+    from panda.execution import LONG_WORKER_NICENESS
+
+    niceness = {}
+    for proc in psutil.Process().children(recursive=True):
+        line = " ".join(proc.cmdline())
+        for name in ("panda-long", "panda-interactive"):
+            if name in line:
+                niceness.setdefault(name, set()).add(proc.nice())
+    assert niceness == {"panda-long": {LONG_WORKER_NICENESS}, "panda-interactive": {psutil.Process().nice()}}
+
+
+def test_a_sessions_later_interactive_jobs_stay_interactive(executor):
+    """A session's second and third interactive jobs are queued a step or two below HIGH, still far above
+    LOW: they must not become long jobs (which only the workers with the long resource may run)."""
+    blocker = executor.submit(first_long, 4.0, priority=LOW)  # the long worker is busy
+    time.sleep(0.5)
+    runs = [
+        in_thread(executor.run, first_short, 0.0, f"later-{k}", timeout_s=60, priority=HIGH, owner="later")
+        for k in range(MAX_JOBS_PER_OWNER)
+    ]
+    t0 = time.time()
+    for thread, _ in runs:
+        thread.join(60)
+    starts = sorted(box["value"] - t0 for _, box in runs)
+    assert starts[-1] < 3.0, starts  # on the interactive worker, not behind the long job
+    executor.result(blocker, timeout_s=60)
