@@ -232,7 +232,7 @@ def _lp_rows_note(key: str, label: str, details: dict) -> str:
     if isinstance(rg, dict) and rg.get("rounds") and details.get("lp_rows_full"):
         how = (
             f" (solved in {len(rg['rounds'])} rounds that add only the constraints the last solution broke: "
-            f"{int(rg['rounds'][-1]['rows']):,} of its {int(details['lp_rows_full']):,} were needed)"
+            f"the last held {int(rg['rounds'][-1]['rows']):,} of its {int(details['lp_rows_full']):,})"
         )
     if key == "lp-ca":
         return (

@@ -46,9 +46,10 @@ tolerance and the dropped coefficients), so the final matrix is exactly eps-mDP.
 Row generation (the default, :func:`solve_two_term_lp`): of the ~140,000 pair rows and ~7,000 box
 rows of the Lesson's default view (K = 500, M = 100, r = 38) about 2,000 bind at the optimum. The LP
 starts with the row sums and one pair row per candidate entry, adds each round the rows its optimum
-violates (each entry's two worst), and goes on from the last basis with the dual simplex (devex
-pricing), until nothing is violated: the same optimum with ~15,000 rows in 12-20 rounds, about 4 s of
-CPU instead of 40-60 s there (``python bench/bench_lesson_mechanisms.py --before be8f409``).
+violates (each entry's two worst), drops rows slack for two rounds, and goes on from the last basis with
+the dual simplex (devex pricing), until nothing is violated: the same optimum with 5,000-8,000 rows in
+15-20 rounds, about 3 s of CPU instead of 40-60 s there (``python bench/bench_lesson_mechanisms.py
+--before be8f409``).
 """
 
 from __future__ import annotations
@@ -299,6 +300,7 @@ def solve_two_term_lp(
     time_limit_s: float,
     solver: str = "simplex",
     per_entry: int = 2,
+    drop_after: int = 2,
     options: dict | None = None,
 ) -> tuple[highspy.Highs, str, bool, list[dict]]:
     """Minimise ``cost x`` s.t. ``equalities x = rhs``, bounds, and every pool row, by row generation.
@@ -310,13 +312,16 @@ def solve_two_term_lp(
     the dual simplex goes on from the last basis (HiGHS's devex pricing: its default, dual steepest edge,
     recomputed its weights for the whole basis after each addition, about 1.5 s a round at K = 500). When
     no row is violated the last optimum satisfies every pool row: each round is a relaxation of the whole
-    LP, so it is the whole LP's optimum. A warm round that breaks down numerically is solved afresh.
+    LP, so it is the whole LP's optimum. A warm round that breaks down numerically is solved afresh. A pool
+    row added ``drop_after`` rounds ago or more that is slack with a zero dual is deleted (0: never), once: if
+    a later solution violates it again it comes back for good (no cycling). The last check covers every
+    pool row, deleted ones included.
 
     Returns
     -------
     highs, status, optimal, rounds
         The HiGHS object (its solution is the answer when ``optimal``), its model status text, and per
-        round ``{"rows", "status", "time_s", "iterations", "rows_added", "check_s"}``.
+        round ``{"rows", "status", "time_s", "iterations", "rows_added", "rows_dropped", "check_s"}``.
     """
     t0 = time.perf_counter()
     c1, v1, c2, v2 = pool
@@ -346,6 +351,9 @@ def solve_two_term_lp(
     h = fresh()
     rounds: list[dict] = []
     added = np.zeros(0, dtype=np.int64)
+    in_lp = np.flatnonzero(active)
+    born = np.zeros(in_lp.size, dtype=np.int64)
+    kept_once = np.zeros(active.size, dtype=bool)
     while True:
         tr = time.perf_counter()
         status, ok = highs_run(h, time_limit_s - (tr - t0))
@@ -356,10 +364,15 @@ def solve_two_term_lp(
             "iterations": int(h.getInfo().simplex_iteration_count),
         }
         if not ok and added.size and "time limit" not in status.lower():
-            h = fresh()
+            h = fresh()  # its pool rows in pool order, all new
+            in_lp = np.flatnonzero(active)
+            born = np.full(in_lp.size, len(rounds))
             status, ok = highs_run(h, time_limit_s - (time.perf_counter() - t0))
             entry.update(retried="fresh", status=status, time_s=time.perf_counter() - tr)
         rounds.append(entry)
+        if h.getNumRow() != k + int(active.sum()):  # the bookkeeping of added and dropped rows
+            msg = f"row generation lost track of its rows: {h.getNumRow()} in HiGHS, {k + int(active.sum())} active"
+            raise RuntimeError(msg)
         if not ok or active.all():
             return h, status, ok, rounds
         tc = time.perf_counter()
@@ -375,7 +388,25 @@ def solve_two_term_lp(
         if not added.size:
             entry["check_s"] = time.perf_counter() - tc
             return h, status, ok, rounds
+        if drop_after > 0 and len(rounds) >= 2:
+            # Rows added ``drop_after`` or more rounds ago that are slack with a zero dual leave the LP (once
+            # only: a row dropped and violated again stays), so the basis stays small.
+            sol = h.getSolution()
+            duals = np.asarray(sol.row_dual)[k:]
+            vals = np.asarray(sol.row_value)[k:]
+            age = len(rounds) - born
+            drop = (np.abs(duals) < 1e-12) & (vals < -1e-7) & (age >= drop_after) & ~kept_once[in_lp]
+            if drop.any():
+                idx = np.flatnonzero(drop)
+                h.deleteRows(idx.size, (idx + k).astype(np.int32))
+                active[in_lp[idx]] = False
+                kept_once[in_lp[idx]] = True
+                in_lp = in_lp[~drop]
+                born = born[~drop]
+                entry["rows_dropped"] = int(idx.size)
         active[added] = True
+        in_lp = np.concatenate([in_lp, added])
+        born = np.concatenate([born, np.full(added.size, len(rounds))])
         new = pool_rows(added)
         h.addRows(
             added.size,
