@@ -148,11 +148,37 @@ def _side_by_side(rows, value, paper: dict, ks, *, digits: int, presets: tuple[s
                 sources.append(("ours", cells))
         for name, cells in sources:
             texts = [_fmt_cell(cells.get((m, k)), value, digits) for k in ks]
+            if m == "lp" and value != "time_s":
+                texts = _certified_lp_texts(rows, value, ks, texts, digits)
             lines.append(f"| {label} | {name} | " + " | ".join(texts) + " |")
         if m in paper:
             texts = [paper[m][K_PAPER.index(k)] if k in K_PAPER else "" for k in ks]
             lines.append(f"| {label} | **paper** | " + " | ".join(texts) + " |")
     return "\n".join(lines)
+
+
+def _certified_lp_texts(rows, value, ks, texts, digits) -> list[str]:
+    """Fill the optimal LP's cells of runs stopped by the time limit from their certified mechanism, with the gap."""
+    opt = _optimal_lp_rows(rows)
+    out = []
+    for k, text in zip(ks, texts, strict=True):
+        stopped = [
+            r
+            for r in rows
+            if r["method"] == "lp"
+            and int(r["K"]) == k
+            and not str(r["status"]).startswith("solved")
+            and (k, int(r["repetition"])) in opt
+            and _finite(r.get(value))
+        ]
+        if not stopped or text not in ("-", ""):
+            out.append(text)
+            continue
+        vals = [float(r[value]) for r in stopped]
+        gaps = [opt[(k, int(r["repetition"]))]["gap"] for r in stopped]
+        mean = sum(vals) / len(vals)
+        out.append(f"{mean:,.{digits}f} (stopped at gap {100 * max(gaps):.1f} %)")
+    return out
 
 
 def _audit_table(rows, ks, presets) -> str:
@@ -342,8 +368,8 @@ def _range(cells, method, ks, digits=0) -> str:
     return f"{min(vals):,.{digits}f}-{max(vals):,.{digits}f}"
 
 
-def build_report(folder: Path) -> str:
-    """Return the Markdown report for the run in ``folder``."""
+def build_report(folder: Path, *, note: str = "") -> str:
+    """Return the Markdown report for the run in ``folder`` (``note``: one more Setup line, e.g. the load)."""
     rows = ex.read_rows(folder)
     if not rows:
         msg = f"No rows in {folder}/rows.csv: run the reproduction first (see this script's docstring)."
@@ -451,6 +477,14 @@ def build_report(folder: Path) -> str:
             f"(experiments/reproduction.toml: {toml_repeats}; the paper: 10), to fit the time this machine had"
             + ("; a cell is then one instance, with no half-width." if len(reps) == 1 else ".")
         )
+    if spec.get("isolate") is False:
+        w(
+            "- Run with `--no-isolate`: a time limit is then the method's own, not a hard stop. The optimal LP "
+            "returns its best certified mechanism at its limit and then audits it over every pair, so its times "
+            "run past the limit (by up to about 100 s here)."
+        )
+    if note:
+        w(f"- {note}")
     w(
         "- Utility loss is measured where the paper measures it: the expected loss at the users' true records (for "
         "PAnDA with the surrogate each user actually got, for the baselines the mechanism's row of the user's record)."
@@ -504,9 +538,13 @@ def build_report(folder: Path) -> str:
     w("")
     w(
         "Ours: wall time of building the mechanism, everything included (for PAnDA: selection probabilities, anchor "
-        "draws, exact Phase-I accounting, margins, the AnPO LP, Phase II, and the relaxed LP that gives the lower "
-        "bound); "
-        "audits excluded. The paper timed only PAnDA's LP solve, and printed EM's time without measuring it."
+        "draws, exact Phase-I accounting, margins, the AnPO LP, Phase II"
+        + (
+            ", and the relaxed LP that gives the lower bound); "
+            if any(_finite(r.get("time_relaxed_lp_s")) and r["time_relaxed_lp_s"] > 0 for r in rows)
+            else "; the relaxed LP was not solved in this run); "
+        )
+        + "audits excluded. The paper timed only PAnDA's LP solve, and printed EM's time without measuring it."
     )
     w("")
     w(_side_by_side(rows, "time_s", PAPER_TABLE2_ROME_S, ks, digits=2, presets=presets))
@@ -549,6 +587,14 @@ def build_report(folder: Path) -> str:
     w("")
     w(_panda_table(rows, ks, presets))
     w("")
+    if not any(r["method"] in PANDA and _finite(r.get("approximation_ratio")) for r in rows):
+        w(
+            "PAnDA's ratio to its own relaxed lower bound (LP objective / relaxed bound) is missing from this run: "
+            "`build_panda` no longer solves the relaxed LP (commit d2415c0, `solve_relaxed=False`: it is not part "
+            "of the mechanism's time), so the experiment rows have no `relaxed_lower_bound_m`. The previous run "
+            "(3 repetitions, before that commit) measured 1.13-1.54 for PAnDA-e (artifact preset, means per K)."
+        )
+        w("")
 
     w("## Reading the gaps")
     w("")
@@ -726,8 +772,13 @@ def _gaps_text(
     paras.append(
         "**Time: PAnDA grows slower with K here than in the paper.** Our PAnDA-e takes "
         f"{_range(time_a, 'panda-e', ks, 2)} "
-        f"s over K (mean {tpe:.2f} s) for everything, including {relax:.2f} s on average for the relaxed LP that only "
-        "provides the lower bound; the paper reports 0.21-25.67 s for the LP solve alone. At K = "
+        f"s over K (mean {tpe:.2f} s) for everything"
+        + (
+            f", including {relax:.2f} s on average for the relaxed LP that only provides the lower bound"
+            if math.isfinite(relax) and relax > 0
+            else ""
+        )
+        + "; the paper reports 0.21-25.67 s for the LP solve alone. At K = "
         f"{kmax:,} our AnPO LP takes {lpt:.2f} s: only near pairs' constraints are written (with the floor "
         "eta = 1e-6 the others are implied, exactly) and HiGHS solves the small LP directly, where the paper used "
         f"MATLAB and a Benders decomposition. Most of the rest ({sel:.2f} s at K = {kmax:,}) is the selection model "
@@ -871,8 +922,9 @@ def main(argv=None) -> int:
     """Print the report for the folder named on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default=str(ROOT / "results" / "repro"), help="the run's output folder")
+    parser.add_argument("--note", default="", help="one more line for the Setup list (the machine's load, the tree)")
     args = parser.parse_args(argv)
-    sys.stdout.write(build_report(Path(args.folder)))
+    sys.stdout.write(build_report(Path(args.folder), note=args.note))
     return 0
 
 
