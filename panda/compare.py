@@ -55,6 +55,22 @@ def _build(
     return builder(instance, eps, **kwargs)
 
 
+def build_warm(
+    method: str, instance: Instance, config: PandaConfig, seed: int | None, time_limit_s: float, warm=None
+) -> tuple[MechanismResult, object | None]:
+    """:func:`_build`, and for the optimal LP (``"lp"``) warm from ``warm`` and with its solver's result.
+
+    Returns ``(mechanism, state)``: for ``"lp"``, ``state`` is the :class:`panda.optimal.OptimalResult` a
+    later eps can start from (:func:`panda.mechanisms.lp_full.build_lp_warm`: the same build as
+    :func:`_build`'s, the start passed on); for every other method ``_build``'s mechanism and ``None``.
+    """
+    if method != "lp":
+        return _build(method, instance, config, seed, time_limit_s), None
+    from panda.mechanisms.lp_full import build_lp_warm
+
+    return build_lp_warm(instance, config.epsilon_per_km, time_limit_s=time_limit_s, warm=warm)
+
+
 def audit_columns(instance: Instance, method: str, mech, *, audit_sample_pairs: int, seed: int | None) -> dict:
     """Measure one built mechanism's privacy columns (shared by :func:`compare` and the experiments).
 

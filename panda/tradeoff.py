@@ -54,7 +54,10 @@ Time is bounded per point and per method: the optimal LP gets ``lp_time_limit_s`
 usually run as a curve of its own), every other method with an LP (LP+CA, LP+EM, LP+BD, PAnDA's AnPO
 LP) ``time_limit_s`` per point and ``method_budget_s`` in all. :data:`HARDER_AS_EPS_FALLS` methods
 are computed from the largest eps down (their LPs are fastest there) and a time-limit stop skips the
-smaller eps; the others from both ends of the grid inwards. Measured at K = 200 on Neubrandenburg
+smaller eps; the others from both ends of the grid inwards. The optimal LP (``warm_lp=True``, the
+default) is solved from the largest eps down too, each point warm from its solved neighbour
+(:mod:`panda.optimal.warm`: the neighbour's rows, multipliers and repaired matrix as the start; the
+certificate is the same as a cold solve's). Measured at K = 200 on Neubrandenburg
 (``bench/bench_tradeoff.py``, ``docs/benchmarks.md``): LP+CA's solve grows from under a second at
 eps >= 10 to over 20 s at eps <= 1, LP+EM's from 7 s at eps = 10 to over 20 s at eps <= 5 (and
 HiGHS calls it infeasible at eps >= 20); PAnDA with a tiny gamma (``preset("recommended")``) needs
@@ -259,11 +262,12 @@ def _point(
     seed: int | None,
     time_limit_s: float,
     audit_sample_pairs: int,
+    build: Callable[[], MechanismResult] | None = None,
 ) -> dict:
     row = _empty_row(method, eps)
     t0 = time.perf_counter()
     try:
-        mech = _build(method, instance, eps, config, seed, time_limit_s)
+        mech = _build(method, instance, eps, config, seed, time_limit_s) if build is None else build()
     except Exception as exc:  # a failing mechanism is a row, never an exception out of the curve
         row["status"] = f"failed: {type(exc).__name__}: {exc}"
         row["build_time_s"] = row["time_s"] = time.perf_counter() - t0
@@ -288,14 +292,16 @@ def _point(
     return row
 
 
-def _order(method: str, eps_grid: tuple[float, ...]) -> list[float]:
+def _order(method: str, eps_grid: tuple[float, ...], *, warm_lp: bool = False) -> list[float]:
     """Return the order a method's points are computed in (it matters once its time budget is spent).
 
-    :data:`HARDER_AS_EPS_FALLS`: from the largest eps down. The others from the ends inwards
-    (50, 0.5, 20, 1, ...): PAnDA with a tiny gamma solves fast at both ends and slowly in the middle.
+    :data:`HARDER_AS_EPS_FALLS`, and the optimal LP solved warm (``warm_lp``): from the largest eps
+    down (the warm LP: each point starts from the one before, its neighbour, and the one solved cold
+    is the cheapest, the largest eps). The others from the ends inwards (50, 0.5, 20, 1, ...): PAnDA
+    with a tiny gamma solves fast at both ends and slowly in the middle.
     """
     down = sorted(eps_grid, reverse=True)
-    if method in HARDER_AS_EPS_FALLS:
+    if method in HARDER_AS_EPS_FALLS or (method == "lp" and warm_lp):
         return down
     out: list[float] = []
     lo, hi = 0, len(down) - 1
@@ -305,6 +311,35 @@ def _order(method: str, eps_grid: tuple[float, ...]) -> list[float]:
             out.append(down[hi])
         lo, hi = lo + 1, hi - 1
     return out
+
+
+def _nearest_state(states: dict[float, object], eps: float) -> object | None:
+    """Return the optimal LP's solver result at the solved eps nearest ``eps`` (log eps) with a matrix, or None."""
+    held = [e for e, st in states.items() if st is not None and getattr(st, "matrix", None) is not None]
+    if not held:
+        return None
+    return states[min(held, key=lambda e: abs(np.log(e / eps)))]
+
+
+def _build_lp_warm(
+    instance: Instance, eps: float, config: PandaConfig, time_limit_s: float, warm: object | None
+) -> tuple[MechanismResult, object | None]:
+    from panda.compare import build_warm  # the same construction as compare(), the start passed on
+
+    return build_warm("lp", instance, config.replace(epsilon_per_km=float(eps)), None, float(time_limit_s), warm)
+
+
+def _lp_warm_builder(
+    states: dict[float, object], instance: Instance, eps: float, config: PandaConfig, time_limit_s: float
+) -> Callable[[], MechanismResult]:
+    """Return the optimal LP's build at ``eps``, warm from the nearest solved state (it files its own in ``states``)."""
+    start = _nearest_state(states, eps)
+
+    def build() -> MechanismResult:
+        mech, states[eps] = _build_lp_warm(instance, eps, config, time_limit_s, start)
+        return mech
+
+    return build
 
 
 def _check(methods: Sequence[str], epsilons: Sequence[float]) -> tuple[tuple[str, ...], tuple[float, ...]]:
@@ -339,6 +374,7 @@ def tradeoff_curve(
     method_budget_s: float = 20.0,
     audit_sample_pairs: int = 20_000,
     progress: Callable[[str, float], None] | None = None,
+    warm_lp: bool = True,
 ) -> list[dict]:
     """Build every method at every eps on one instance and measure loss, attacker error and audit.
 
@@ -371,6 +407,13 @@ def tradeoff_curve(
         this many random pairs.
     progress
         ``progress(message, fraction)``, called before each point and once at the end.
+    warm_lp
+        The optimal LP's points from the largest eps down, each solve warm from the solved point
+        nearest to it in ``log eps`` (:func:`panda.mechanisms.lp_full.build_lp_warm`, the
+        solver's result carried, never kept in a row or in ``details``), the first cold. Every
+        point is certified exactly as a cold one (audit, bound); only the speed changes
+        (``bench/bench_curve_warm.py``). ``False``: every point cold, from the ends inwards, as
+        before. Other methods are unaffected.
 
     Returns
     -------
@@ -392,7 +435,9 @@ def tradeoff_curve(
         spent = 0.0
         stopped_at: float | None = None
         by_eps: dict[float, dict] = {}
-        for eps in _order(method, eps_grid):
+        warm = method == "lp" and bool(warm_lp)
+        states: dict[float, object] = {}  # warm: the optimal LP's solver result per solved eps
+        for eps in _order(method, eps_grid, warm_lp=warm):
             report(f"{label}: ε = {eps:g} /km", done / n_total)
             done += 1
             if method == "lp":
@@ -408,6 +453,10 @@ def tradeoff_curve(
             elif limit <= 0:
                 row = _empty_row(method, eps)
                 row["status"] = f"skipped: not attempted ({label}'s time budget of {method_budget_s:g} s is spent)"
+            elif warm:
+                build = _lp_warm_builder(states, instance, eps, config, limit)
+                row = _point(method, instance, eps, config, seed, limit, audit_sample_pairs, build)
+                spent += row["time_s"]
             else:
                 row = _point(method, instance, eps, config, seed, limit, audit_sample_pairs)
                 spent += row["time_s"]

@@ -46,7 +46,7 @@ from panda.mechanisms.base import MechanismResult, check_epsilon
 from panda.mechanisms.em import em_matrix
 from panda.optimal import OptimalResult, solve_optimal
 
-__all__ = ["build_lp", "mdp_pairs", "greedy_spanner", "check_eta", "bound_without_floor", "LP_METHODS"]
+__all__ = ["build_lp", "build_lp_warm", "mdp_pairs", "greedy_spanner", "check_eta", "bound_without_floor", "LP_METHODS"]
 
 
 def check_eta(eta: object, m: int, where: str) -> float:
@@ -272,6 +272,7 @@ def build_lp(
     method: str | None = None,
     batch: float | None = None,
     start: str = "auto",
+    warm: OptimalResult | None = None,
 ) -> MechanismResult:
     """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014), with a certificate.
 
@@ -328,6 +329,12 @@ def build_lp(
         instances far sooner (its steps compiled on every core, :mod:`panda._pdhg_blocks`:
         Neubrandenburg K = 500 solved to 0.5 % in a median 12.2 s over seeds 0-5, against a gap of
         39 % at 30 s by dual simplex; Rome K = 2000: 35 s against 266 s; docs/benchmarks.md).
+    warm
+        Certified method: a solve of the same instance at another eps to start from
+        (:mod:`panda.optimal.warm`; :func:`build_lp_warm` returns it beside the mechanism), or
+        ``None`` (cold, the default). Only the speed changes: the answer is certified (audit,
+        bound) exactly as a cold one's. ``details["warm"]`` then holds the start's facts (the eps
+        it came from, the rows carried, its first bounds).
 
     Notes
     -----
@@ -350,6 +357,28 @@ def build_lp(
       be larger by the floor's cost;
     * ``certificate``: how each bound was obtained.
     """
+    return _build_lp(
+        instance, epsilon_per_km, eta=eta, spanner_dilation=spanner_dilation, time_limit_s=time_limit_s,
+        solver=solver, row_generation=row_generation, gap=gap, method=method, batch=batch, start=start, warm=warm,
+    )[0]  # fmt: skip
+
+
+def _build_lp(
+    instance: Instance,
+    epsilon_per_km: float,
+    *,
+    eta: float = 1e-6,
+    spanner_dilation: float | None = None,
+    time_limit_s: float = 1800.0,
+    solver: str = "simplex",
+    row_generation: bool = True,
+    gap: float = 0.005,
+    method: str | None = None,
+    batch: float | None = None,
+    start: str = "auto",
+    warm: OptimalResult | None = None,
+) -> tuple[MechanismResult, OptimalResult | None]:
+    """:func:`build_lp`, returning the certified solver's result too (``None`` for the exact method)."""
     eps = check_epsilon(epsilon_per_km, "build_lp")
     eta = check_eta(eta, instance.n_outputs, "build_lp")
     if spanner_dilation is not None:
@@ -378,9 +407,12 @@ def build_lp(
         raise ValueError(msg)
     if method == "certified":
         return _build_certified(
-            instance, eps, eta=eta, time_limit_s=time_limit_s, gap=float(gap), batch=batch, start=start
+            instance, eps, eta=eta, time_limit_s=time_limit_s, gap=float(gap), batch=batch, start=start, warm=warm
         )
-    return _build_exact(
+    if warm is not None:
+        msg = "The 'warm' parameter of build_lp needs the 'certified' method (eta > 0, no spanner). Got method='exact'."
+        raise ValueError(msg)
+    mech = _build_exact(
         instance,
         eps,
         eta=eta,
@@ -389,6 +421,21 @@ def build_lp(
         solver=solver,
         row_generation=row_generation,
     )
+    return mech, None
+
+
+def build_lp_warm(
+    instance: Instance, epsilon_per_km: float, *, warm: OptimalResult | None = None, **kwargs: Any
+) -> tuple[MechanismResult, OptimalResult | None]:
+    """Build as :func:`build_lp` does and return the solver's result beside the mechanism (a later warm start).
+
+    The :class:`panda.optimal.OptimalResult` (matrix, last pair rows, multipliers, PDHG state: what
+    :mod:`panda.optimal.warm` reads) is kept out of the mechanism's ``details`` on purpose: those are
+    stored whole with the mechanism (``app/result_store.put_mechanism``), and the state is large (the
+    last LP's rows and multipliers). Pass it as ``warm=`` to the next eps of the same instance. ``None``
+    for the ``"exact"`` method (no warm start there). ``kwargs``: :func:`build_lp`'s.
+    """
+    return _build_lp(instance, epsilon_per_km, warm=warm, **kwargs)
 
 
 def spanner_seed_rows(instance: Instance, eps: float, eta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -422,9 +469,17 @@ def auto_start(neighbours: float, gap: float) -> str:
 
 
 def _build_certified(
-    instance: Instance, eps: float, *, eta: float, time_limit_s: float, gap: float, batch: float | None, start: str
-) -> MechanismResult:
-    """Build the certified optimal mechanism (:func:`panda.optimal.solve_optimal`)."""
+    instance: Instance,
+    eps: float,
+    *,
+    eta: float,
+    time_limit_s: float,
+    gap: float,
+    batch: float | None,
+    start: str,
+    warm: OptimalResult | None = None,
+) -> tuple[MechanismResult, OptimalResult]:
+    """Build the certified optimal mechanism (:func:`panda.optimal.solve_optimal`), and return the solver's result."""
     t0 = time.perf_counter()
     cost = instance.prior[:, None] * instance.cost_m
     neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
@@ -434,6 +489,8 @@ def _build_certified(
     outputs = instance.outputs
 
     def solve(time_limit: float, **options: Any) -> OptimalResult:
+        if warm is not None:  # (a cold solve is called exactly as before)
+            options["warm"] = warm
         return solve_optimal(cost, instance.d_km, eps, eta=eta, gap=gap, time_limit_s=time_limit, **options)
 
     if spanner:
@@ -505,6 +562,8 @@ def _build_certified(
             "batch": res.info.get("batch"),
         },
     }
+    if warm is not None:  # the start's facts (small); the state itself is returned, never kept in details
+        details["warm"] = dict(res.info.get("warm") or {})
     if res.matrix is not None:
         from panda.audit import audit_mechanism  # here: panda.audit imports panda.mechanisms
 
@@ -513,14 +572,14 @@ def _build_certified(
         details.update(audit_passed=audit.passed, audit_epsilon_min_per_km=audit.epsilon_min_per_km)
         if not audit.passed:
             status = f"failed: the repaired matrix breaks eps-mDP on {audit.n_violations} pairs (a bug; report it)"
-            return finish("lp", eps, instance, None, status, t0, details)
+            return finish("lp", eps, instance, None, status, t0, details), res
     if res.solved and res.matrix is not None:
-        return finish("lp", eps, instance, res.matrix, "solved", t0, details)
+        return finish("lp", eps, instance, res.matrix, "solved", t0, details), res
     elapsed = time.perf_counter() - t0
     if res.matrix is None:
         bound = f"; loss >= {lower:.1f} m" if np.isfinite(lower) else ""
         why = "time limit" if res.reason == "time limit" else res.reason
-        return finish("lp", eps, instance, None, f"unsolved: {why} after {elapsed:.1f} s{bound}", t0, details)
+        return finish("lp", eps, instance, None, f"unsolved: {why} after {elapsed:.1f} s{bound}", t0, details), res
     where = "at time limit" if res.reason == "time limit" else f"({res.reason})"
     status = (
         f"unsolved: gap {100 * honest_gap:.1f} % {where} after {elapsed:.1f} s "
@@ -528,7 +587,7 @@ def _build_certified(
         if np.isfinite(honest_gap)
         else f"unsolved: no bound {where} after {elapsed:.1f} s (loss {res.upper_bound:.1f} m)"
     )
-    return finish("lp", eps, instance, res.matrix, status, t0, details)
+    return finish("lp", eps, instance, res.matrix, status, t0, details), res
 
 
 def _build_exact(
