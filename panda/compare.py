@@ -13,6 +13,7 @@ from panda.instance import Instance
 from panda.mechanisms import BASELINES
 from panda.mechanisms.base import MechanismResult
 from panda.mechanisms.panda_mech import build_panda
+from panda.optimal import OptimalResult
 from panda.pmdp import audit_panda
 
 __all__ = ["compare", "METHODS", "COLUMNS"]
@@ -56,8 +57,13 @@ def _build(
 
 
 def build_warm(
-    method: str, instance: Instance, config: PandaConfig, seed: int | None, time_limit_s: float, warm=None
-) -> tuple[MechanismResult, object | None]:
+    method: str,
+    instance: Instance,
+    config: PandaConfig,
+    seed: int | None,
+    time_limit_s: float,
+    warm: OptimalResult | None = None,
+) -> tuple[MechanismResult, OptimalResult | None]:
     """:func:`_build`, and for the optimal LP (``"lp"``) warm from ``warm`` and with its solver's result.
 
     Returns ``(mechanism, state)``: for ``"lp"``, ``state`` is the :class:`panda.optimal.OptimalResult` a

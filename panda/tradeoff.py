@@ -76,6 +76,7 @@ from panda.config import PandaConfig
 from panda.instance import Instance
 from panda.mechanisms import BASELINES
 from panda.mechanisms.base import MechanismResult
+from panda.optimal import OptimalResult
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -313,30 +314,35 @@ def _order(method: str, eps_grid: tuple[float, ...], *, warm_lp: bool = False) -
     return out
 
 
-def _nearest_state(states: dict[float, object], eps: float) -> object | None:
+def _nearest_state(states: dict[float, OptimalResult], eps: float) -> OptimalResult | None:
     """Return the optimal LP's solver result at the solved eps nearest ``eps`` (log eps) with a matrix, or None."""
-    held = [e for e, st in states.items() if st is not None and getattr(st, "matrix", None) is not None]
+    held = [e for e, st in states.items() if st.matrix is not None]
     if not held:
         return None
     return states[min(held, key=lambda e: abs(np.log(e / eps)))]
 
 
 def _build_lp_warm(
-    instance: Instance, eps: float, config: PandaConfig, time_limit_s: float, warm: object | None
-) -> tuple[MechanismResult, object | None]:
+    instance: Instance, eps: float, config: PandaConfig, time_limit_s: float, warm: OptimalResult | None
+) -> tuple[MechanismResult, OptimalResult | None]:
     from panda.compare import build_warm  # the same construction as compare(), the start passed on
 
     return build_warm("lp", instance, config.replace(epsilon_per_km=float(eps)), None, float(time_limit_s), warm)
 
 
 def _lp_warm_builder(
-    states: dict[float, object], instance: Instance, eps: float, config: PandaConfig, time_limit_s: float
+    states: dict[float, OptimalResult], instance: Instance, eps: float, config: PandaConfig, time_limit_s: float
 ) -> Callable[[], MechanismResult]:
     """Return the optimal LP's build at ``eps``, warm from the nearest solved state (it files its own in ``states``)."""
     start = _nearest_state(states, eps)
 
     def build() -> MechanismResult:
-        mech, states[eps] = _build_lp_warm(instance, eps, config, time_limit_s, start)
+        mech, state = _build_lp_warm(instance, eps, config, time_limit_s, start)
+        if state is not None and state.matrix is not None:
+            # Solved from the largest eps down, the newest state is the next point's nearest: keep that one
+            # only (each holds the last LP's rows and multipliers, large at a big K).
+            states.clear()
+            states[eps] = state
         return mech
 
     return build
@@ -436,7 +442,7 @@ def tradeoff_curve(
         stopped_at: float | None = None
         by_eps: dict[float, dict] = {}
         warm = method == "lp" and bool(warm_lp)
-        states: dict[float, object] = {}  # warm: the optimal LP's solver result per solved eps
+        states: dict[float, OptimalResult] = {}  # warm: the optimal LP's newest solver result with a matrix
         for eps in _order(method, eps_grid, warm_lp=warm):
             report(f"{label}: ε = {eps:g} /km", done / n_total)
             done += 1
