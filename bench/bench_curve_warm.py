@@ -8,7 +8,7 @@ prepare command computes for the optimal LP (``app/prepare.py`` run_task: ``trad
 ...)``, ``build_lp``'s defaults: every point to the 0.5 % gap of the floored LP, ``--time-limit`` per point).
 ``--reps`` times a cold curve (``warm_lp=False``: every point cold, from the ends inwards, as before) and a
 warm one (``warm_lp=True``: from the largest eps down, each point warm from its solved neighbour), the
-order alternating from rep to rep (cold first in even reps).
+order alternating from rep to rep (``--first`` first in even reps).
 
 Per curve: the wall time of the whole ``tradeoff_curve`` call and the load before it. Per point: the build
 time (``time.monotonic``) and CPU time (the process's, every thread), PDHG steps (the sum of the rounds'
@@ -18,6 +18,28 @@ have none), rounds, the solver (pdhg / simplex), the honest gap (against every m
 and the floored LP's (what stops the solver), the loss, the exact audit over every pair (``build_lp``'s own,
 ``details["audit_passed"]``) and where the warm start came from. Then per eps the medians, cold and warm
 side by side with their ratio, and the totals. ``--json FILE`` writes every point.
+
+Measured 2026-12-04 (2 shared cores, load 4-10 from others' jobs; the bench lock was held by a 30-minute
+run, so these ran unlocked with ``--frozen-clock``: the steps are exact and repeat bit for bit, the times
+are not comparable between curves, CPU time is the better time figure). Neubrandenburg, M = 100, every
+point "solved" (the floored LP's gap <= 0.5 %), every matrix audited over every pair (pass), each warm
+loss within the gap of the cold one's::
+
+    NUMBA_NUM_THREADS=1 nice -n 10 python bench/bench_curve_warm.py --records 100 --reps 1 --frozen-clock
+    NUMBA_NUM_THREADS=1 nice -n 10 python bench/bench_curve_warm.py --records 200 --reps 1 --frozen-clock
+    NUMBA_NUM_THREADS=1 nice -n 10 python bench/bench_curve_warm.py --records 200 --reps 1 --frozen-clock --first warm
+
+| K | PDHG steps cold / warm (ratio) | CPU s cold / warm (ratio) | wall s cold / warm (load before) |
+|---|---|---|---|
+| 100 | 60,416 / 51,200 (0.85) | 20.5 / 18.0 (0.88) | 181.4 / 107.7 (4.7 / 8.8; cold first) |
+| 200 | 89,600 / 87,040 (0.97) | 64.1 / 59.8 (0.93) | 327.8 / 65.0 (4.7 / 7.8; cold first) |
+| 200 | 89,600 / 87,040 (0.97) | 60.6 / 60.4 (1.00) | 91.1 / 99.4 (5.7 / 4.5; warm first) |
+
+Per point (K = 200, steps cold -> warm, warm from): 0.5/km 18,432 -> 13,312 (from 1); 1/km 11,264 -> 9,216
+(2); 2/km 7,168 -> 6,144 (3.5); 3.5/km 14,848 -> 9,216 (5); 5/km 25,600 -> 34,816 (10: worse, 1.36x);
+10/km 12,288 -> 14,336 (20, a dual-simplex point: worse, 1.17x); 20 and 50/km dual simplex (no steps).
+K = 100: the same pattern, 5/km from 10/km (a dual-simplex point there) 14,336 -> 21,504 (1.50x), every
+eps <= 3.5 fewer (0.53-0.88x). So: a clear gain below 5/km, a loss at 5/km, about even over the curve.
 """
 
 from __future__ import annotations
@@ -99,6 +121,7 @@ def main() -> None:
     ap = instance_parser(__doc__.splitlines()[0])
     ap.add_argument("--epsilons", type=float, nargs="+", default=list(DEFAULT_EPSILONS))
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--first", choices=("cold", "warm"), default="cold", help="which curve runs first in rep 0")
     ap.add_argument("--time-limit", type=float, default=600.0, help="per point, seconds")
     ap.add_argument(
         "--frozen-clock",
@@ -120,7 +143,8 @@ def main() -> None:
     )
     runs = []
     for rep in range(args.reps):
-        for kind in ("cold", "warm") if rep % 2 == 0 else ("warm", "cold"):
+        pair = ("cold", "warm") if args.first == "cold" else ("warm", "cold")
+        for kind in pair if rep % 2 == 0 else pair[::-1]:
             runs.append(run_curve(inst, eps, kind == "warm", args.time_limit, kind, rep))
     print(f"\nload after {os.getloadavg()}")
 

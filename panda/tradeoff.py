@@ -417,9 +417,11 @@ def tradeoff_curve(
         The optimal LP's points from the largest eps down, each solve warm from the solved point
         nearest to it in ``log eps`` (:func:`panda.mechanisms.lp_full.build_lp_warm`, the
         solver's result carried, never kept in a row or in ``details``), the first cold. Every
-        point is certified exactly as a cold one (audit, bound); only the speed changes
-        (``bench/bench_curve_warm.py``). ``False``: every point cold, from the ends inwards, as
-        before. Other methods are unaffected.
+        point is certified exactly as a cold one (audit, bound); only the speed changes. Measured
+        (``bench/bench_curve_warm.py``, Neubrandenburg, frozen clock): PDHG steps over the whole
+        curve 0.85 of cold's at K = 100 and 0.97 at K = 200, CPU time 0.88 and 0.93-1.00; fewer
+        steps at every eps below 5/km, more at 5/km (1.4-1.5x, warm from 10/km). ``False``: every
+        point cold, from the ends inwards, as before. Other methods are unaffected.
 
     Returns
     -------
