@@ -60,10 +60,11 @@ def local_cluster(
         yield ex
     finally:
         ex.close()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a worker restarted just before the close may still be starting
         while worker_processes() and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not worker_processes(), "worker processes left behind"
+        left = worker_processes()
+        assert not left, f"worker processes left behind: {[' '.join(p.cmdline())[:120] for p in left]}"
 
 
 def in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[threading.Thread, dict]:
