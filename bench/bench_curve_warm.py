@@ -20,26 +20,35 @@ and the floored LP's (what stops the solver), the loss, the exact audit over eve
 side by side with their ratio, and the totals. ``--json FILE`` writes every point.
 
 Measured 2026-12-04 (2 shared cores, load 4-10 from others' jobs; the bench lock was held by a 30-minute
-run, so these ran unlocked with ``--frozen-clock``: the steps are exact and repeat bit for bit, the times
-are not comparable between curves, CPU time is the better time figure). Neubrandenburg, M = 100, every
-point "solved" (the floored LP's gap <= 0.5 %), every matrix audited over every pair (pass), each warm
-loss within the gap of the cold one's::
+run, so these ran unlocked with ``--frozen-clock`` and one numba thread: the steps are exact and repeat bit
+for bit (two K = 200 runs, either order: 89,600 cold, 87,040 warm from the top), the wall times are NOT
+comparable between curves (my own tests ran beside some of them), CPU time is the better time figure (about
++-15 % per point here). Neubrandenburg, M = 100, every point "solved" (the floored LP's gap <= 0.5 %),
+every matrix audited over every pair (pass), each warm loss within the gap of the cold one's::
 
-    NUMBA_NUM_THREADS=1 nice -n 10 python bench/bench_curve_warm.py --records 100 --reps 1 --frozen-clock
-    NUMBA_NUM_THREADS=1 nice -n 10 python bench/bench_curve_warm.py --records 200 --reps 1 --frozen-clock
+    NUMBA_NUM_THREADS=1 nice -n 10 python bench/bench_curve_warm.py --records 100 --reps 1 --frozen-clock --first warm
     NUMBA_NUM_THREADS=1 nice -n 10 python bench/bench_curve_warm.py --records 200 --reps 1 --frozen-clock --first warm
+
+The curve's warm order is from the middle outwards (5, 3.5, 10, 2, 20, 1, 50, 0.5):
 
 | K | PDHG steps cold / warm (ratio) | CPU s cold / warm (ratio) | wall s cold / warm (load before) |
 |---|---|---|---|
-| 100 | 60,416 / 51,200 (0.85) | 20.5 / 18.0 (0.88) | 181.4 / 107.7 (4.7 / 8.8; cold first) |
-| 200 | 89,600 / 87,040 (0.97) | 64.1 / 59.8 (0.93) | 327.8 / 65.0 (4.7 / 7.8; cold first) |
-| 200 | 89,600 / 87,040 (0.97) | 60.6 / 60.4 (1.00) | 91.1 / 99.4 (5.7 / 4.5; warm first) |
+| 100 | 60,416 / 46,080 (0.76) | 17.7 / 17.8 (1.00) | 34.6 / 158.2 (8.1 / 5.7; not comparable) |
+| 200 | 89,600 / 73,216 (0.82) | 58.9 / 59.0 (1.00) | 59.9 / 217.0 (5.5 / 5.7; not comparable) |
 
-Per point (K = 200, steps cold -> warm, warm from): 0.5/km 18,432 -> 13,312 (from 1); 1/km 11,264 -> 9,216
-(2); 2/km 7,168 -> 6,144 (3.5); 3.5/km 14,848 -> 9,216 (5); 5/km 25,600 -> 34,816 (10: worse, 1.36x);
-10/km 12,288 -> 14,336 (20, a dual-simplex point: worse, 1.17x); 20 and 50/km dual simplex (no steps).
-K = 100: the same pattern, 5/km from 10/km (a dual-simplex point there) 14,336 -> 21,504 (1.50x), every
-eps <= 3.5 fewer (0.53-0.88x). So: a clear gain below 5/km, a loss at 5/km, about even over the curve.
+K = 200 per point, steps cold -> warm (warm from): 0.5/km 18,432 -> 14,848 (1); 1/km 11,264 -> 9,216 (2);
+2/km 7,168 -> 6,144 (3.5); 3.5/km 14,848 -> 10,240 (5); 5/km 25,600 both (cold, the first); 10/km
+12,288 -> 7,168 (5); 20 and 50/km dual simplex (no steps; warm they stop at the floored gap <= 0.5 %, cold
+they ran to the exact optimum: honest gap 0.95 / 1.15 % warm against 0.53 / 0.79 % cold, the floor's cost).
+K = 100: 0.5 13,312 -> 8,192; 1: 8,192 -> 9,216 (more); 2: 7,168 -> 5,120; 3.5: 17,408 -> 9,216.
+Fewer steps did not buy CPU time: a warm solve starts with the neighbour's whole last row set (cold
+starts from the spanner's rows and grows), so its steps cost more, and its start (an exact repair of the
+neighbour's matrix at the new eps, a dual bound) costs time too.
+
+The earlier order, from the largest eps down (each from the next larger), measured the same way (before the
+order changed): steps 0.85 (K = 100) and 0.97 (K = 200) of cold's, CPU 0.88 and 0.93 / 1.00 (two runs);
+5/km warm from 10/km took 1.36-1.50x cold's steps, while 10/km warm from 5/km takes 0.58x: hence the
+middle outwards.
 """
 
 from __future__ import annotations

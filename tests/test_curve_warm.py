@@ -22,7 +22,7 @@ from panda.config import PandaConfig
 from panda.mechanisms import build_lp
 from panda.mechanisms.lp_full import build_lp_warm
 from panda.optimal import OptimalResult
-from panda.tradeoff import _order, tradeoff_curve
+from panda.tradeoff import DEFAULT_EPSILONS, _order, tradeoff_curve
 
 GAP = 0.005  # build_lp's default: the curve's points stop at it (the floored LP's gap)
 EPS = (3.5, 5.0, 10.0)
@@ -64,11 +64,11 @@ def test_warm_curve_is_certified_close_to_cold_and_takes_fewer_steps(inst, froze
     recorded.clear()
     warm = tradeoff_curve(inst, ("lp",), EPS, lp_time_limit_s=600.0, warm_lp=True)
     warm_builds = list(recorded)
-    # The cold curve is solved from the ends inwards, as before; the warm one from the largest eps down,
-    # each point from the one before (the first cold).
+    # The cold curve is solved from the ends inwards, as before; the warm one from the middle outwards,
+    # each point from its solved neighbour (the first cold).
     assert [e for e, _, _ in cold_builds] == [10.0, 3.5, 5.0]
-    assert [e for e, _, _ in warm_builds] == [10.0, 5.0, 3.5]
-    assert [(m.details.get("warm") or {}).get("epsilon_from") for _, m, _ in warm_builds] == [None, 10.0, 5.0]
+    assert [e for e, _, _ in warm_builds] == [5.0, 3.5, 10.0]
+    assert [(m.details.get("warm") or {}).get("epsilon_from") for _, m, _ in warm_builds] == [None, 5.0, 5.0]
     assert all("warm" not in m.details for _, m, _ in cold_builds)
     assert [r["epsilon_per_km"] for r in warm] == [r["epsilon_per_km"] for r in cold] == list(EPS)
     by_eps = {e: m for e, m, _ in warm_builds}
@@ -115,6 +115,7 @@ def test_warm_needs_the_certified_method(inst):
 def test_order_other_methods_unchanged():
     grid = (0.5, 1.0, 5.0, 50.0)
     assert _order("lp", grid) == [50.0, 0.5, 5.0, 1.0]
-    assert _order("lp", grid, warm_lp=True) == [50.0, 5.0, 1.0, 0.5]
+    assert _order("lp", grid, warm_lp=True) == [5.0, 1.0, 50.0, 0.5]
+    assert _order("lp", DEFAULT_EPSILONS, warm_lp=True) == [5.0, 3.5, 10.0, 2.0, 20.0, 1.0, 50.0, 0.5]
     for method in ("em", "panda-e", "lp-ca"):
         assert _order(method, grid, warm_lp=True) == _order(method, grid)
