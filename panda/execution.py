@@ -494,6 +494,8 @@ class _Flight:
     priority: int = 0
     #: Callers that asked for this job and have not finished waiting (a job with none may be withdrawn).
     claims: int = 0
+    #: Set once ``future`` is there (or the submission failed): a caller that joins a job in flight waits for it.
+    submitted_event: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 
 class Executor:
@@ -924,10 +926,14 @@ class Executor:
                 _execute, target, args, kwargs, key=key, priority=priority, resources=resources, retries=0
             )
         except Exception as exc:
+            reason = f"the job could not be submitted ({_describe(exc)})"
             with self._lock:
+                flight.stopped = reason
                 self._forget(flight)
-            raise JobError(f"the job could not be submitted ({_describe(exc)})") from None
+            flight.submitted_event.set()
+            raise JobError(reason) from None
         flight.future = future
+        flight.submitted_event.set()
         future.add_done_callback(lambda _f, fl=flight: self._landed(fl))
         return flight
 
@@ -1115,6 +1121,12 @@ class Executor:
         keep_waiting: Callable[[], bool] | None = None,
     ) -> Any:
         """Wait for ``flight`` (one of its claims, given back at the end)."""
+        if flight.future is None:  # joined while its first caller is still submitting it
+            flight.submitted_event.wait(self.connect_timeout_s + 60.0)
+            if flight.future is None:
+                with self._lock:
+                    flight.claims = max(flight.claims - 1, 0)
+                raise JobError(flight.stopped or "the job could not be submitted in time")
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             flight.waiters.append(inbox)
