@@ -54,10 +54,13 @@ Time is bounded per point and per method: the optimal LP gets ``lp_time_limit_s`
 usually run as a curve of its own), every other method with an LP (LP+CA, LP+EM, LP+BD, PAnDA's AnPO
 LP) ``time_limit_s`` per point and ``method_budget_s`` in all. :data:`HARDER_AS_EPS_FALLS` methods
 are computed from the largest eps down (their LPs are fastest there) and a time-limit stop skips the
-smaller eps; the others from both ends of the grid inwards. The optimal LP (``warm_lp=True``, the
-default) is solved from the middle of the grid outwards, each point warm from its solved neighbour
+smaller eps; the others from both ends of the grid inwards. With ``warm_lp=True`` the optimal LP is
+solved from the middle of the grid outwards, each point warm from its solved neighbour
 (:mod:`panda.optimal.warm`: the neighbour's rows, multipliers and repaired matrix as the start; the
-certificate is the same as a cold solve's). Measured at K = 200 on Neubrandenburg
+certificate is the same as a cold solve's). It is off by default: measured side by side
+(``bench/bench_curve_warm.py``, K = 100 and 200) it takes 18-24 % fewer PDHG steps but the same CPU time
+(each warm step carries the neighbour's rows), and its dual-simplex points at 20 and 50/km stop at the
+floored gap where cold ones reach the exact optimum (a larger gap against every mechanism). Measured at K = 200 on Neubrandenburg
 (``bench/bench_tradeoff.py``, ``docs/benchmarks.md``): LP+CA's solve grows from under a second at
 eps >= 10 to over 20 s at eps <= 1, LP+EM's from 7 s at eps = 10 to over 20 s at eps <= 5 (and
 HiGHS calls it infeasible at eps >= 20); PAnDA with a tiny gamma (``preset("recommended")``) needs
@@ -392,7 +395,7 @@ def tradeoff_curve(
     method_budget_s: float = 20.0,
     audit_sample_pairs: int = 20_000,
     progress: Callable[[str, float], None] | None = None,
-    warm_lp: bool = True,
+    warm_lp: bool = False,
 ) -> list[dict]:
     """Build every method at every eps on one instance and measure loss, attacker error and audit.
 
