@@ -60,7 +60,8 @@ solved from the middle of the grid outwards, each point warm from its solved nei
 certificate is the same as a cold solve's). It is off by default: measured side by side
 (``bench/bench_curve_warm.py``, K = 100 and 200) it takes 18-24 % fewer PDHG steps but the same CPU time
 (each warm step carries the neighbour's rows), and its dual-simplex points at 20 and 50/km stop at the
-floored gap where cold ones reach the exact optimum (a larger gap against every mechanism). Measured at K = 200 on Neubrandenburg
+floored gap where cold ones reach the exact optimum (a larger gap against every mechanism).
+Measured at K = 200 on Neubrandenburg
 (``bench/bench_tradeoff.py``, ``docs/benchmarks.md``): LP+CA's solve grows from under a second at
 eps >= 10 to over 20 s at eps <= 1, LP+EM's from 7 s at eps = 10 to over 20 s at eps <= 5 (and
 HiGHS calls it infeasible at eps >= 20); PAnDA with a tiny gamma (``preset("recommended")``) needs

@@ -58,10 +58,12 @@ def test_rows_are_complete_and_honest(curve):
 
 def test_loss_and_attacker_error_fall_with_eps(curve):
     rows, _ = curve
-    for method in ("em", "lp"):
+    # EM's loss falls exactly; the optimal LP's optimum does too, and each solved point is within its
+    # certified gap (at most 0.5 %) of it, so two points may differ by up to that much the other way.
+    for method, tolerance in (("em", 1e-6), ("lp", 0.005)):
         eps, loss = _series(rows, method)
         assert len(eps) >= 3, f"{method}: too few solved points"
-        assert np.all(np.diff(loss) <= 1e-6 * loss[:-1] + 1e-9), (method, loss)
+        assert np.all(np.diff(loss) <= tolerance * loss[:-1] + 1e-9), (method, loss)
     eps, err = _series(rows, "em", "adversary_error_m")
     assert len(eps) == len(EPS) and np.all(np.diff(err) < 0), err
 
