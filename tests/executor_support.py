@@ -22,14 +22,15 @@ from panda.execution import RUNNING_DIR_ENV, SCHEDULER_ENV, Executor
 
 
 def worker_processes() -> list[psutil.Process]:
-    """This process's Dask worker processes (and their multiprocessing children)."""
+    """This process's Dask worker processes: the ``dask worker`` groups and the worker processes their nannies
+    spawn (not the forkserver or resource tracker another test's process pool leaves in this process)."""
     found = []
     for proc in psutil.Process().children(recursive=True):
         try:
             line = " ".join(proc.cmdline())
         except psutil.Error:
             continue
-        if "dask_worker" in line or "multiprocessing" in line:
+        if "dask_worker" in line or "multiprocessing.spawn" in line:
             found.append(proc)
     return found
 
