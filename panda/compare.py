@@ -35,12 +35,24 @@ COLUMNS = (
 
 
 def _build(
-    method: str, instance: Instance, config: PandaConfig, seed: int | None, time_limit_s: float
+    method: str,
+    instance: Instance,
+    config: PandaConfig,
+    seed: int | None,
+    time_limit_s: float,
+    *,
+    relaxed_bound: bool = False,
 ) -> MechanismResult:
     eps = config.epsilon_per_km
     if method in PANDA_METHODS:
         return build_panda(
-            instance, eps, config=config, decay=PANDA_METHODS[method], seed=seed, time_limit_s=time_limit_s
+            instance,
+            eps,
+            config=config,
+            decay=PANDA_METHODS[method],
+            seed=seed,
+            time_limit_s=time_limit_s,
+            relaxed_bound=relaxed_bound,
         )
     builder = BASELINES[method]
     kwargs: dict = {}

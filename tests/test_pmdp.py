@@ -90,6 +90,30 @@ def test_panda_mechanism_matrix_is_row_stochastic(run):
     assert mech.loss_m > 0 and mech.name == "panda-e"
 
 
+def test_panda_relaxed_bound_only_on_request_and_outside_the_build_time(run, monkeypatch):
+    import time as _time
+
+    import panda.pipeline as pipeline
+
+    inst, res = run
+    cfg = res.config.replace(solve_relaxed=True)  # the mechanism ignores the config's flag: the caller decides
+    plain = build_panda(inst, 8.0, config=cfg, seed=2)
+    assert "relaxed_lp" not in plain.details["panda"].timings_s
+    real = pipeline.solve_mdp_lp
+
+    def slow_relaxed(*args, **kwargs):  # a relaxed LP that takes at least 0.4 s, so leaving it out shows
+        _time.sleep(0.4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "solve_mdp_lp", slow_relaxed)
+    with_bound = build_panda(inst, 8.0, config=cfg, seed=2, relaxed_bound=True)
+    p = with_bound.details["panda"]
+    assert p.relaxed_objective_m > 0 and p.approximation_ratio >= 1 - 1e-7
+    np.testing.assert_allclose(with_bound.matrix, plain.matrix)  # the bound does not change the mechanism
+    assert p.timings_s["relaxed_lp"] >= 0.4
+    assert with_bound.build_time_s <= p.timings_s["total"] - p.timings_s["relaxed_lp"] + 0.2
+
+
 def test_compare_returns_a_tidy_table_on_one_shared_instance(kotka):
     inst = panda.make_instance(kotka, n_records=40, n_outputs=15, n_users=6, seed=9)
     cfg = panda.preset("artifact", constraint_radius_km=None, epsilon_per_km=5.0)
