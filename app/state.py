@@ -675,3 +675,62 @@ def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, opt
 
 
 __all__ += ["repeated_reports", "background_errors", "peaked_prior_name"]
+
+
+# --- Compare: each method's numbers at the users' records (cached per view and method; shared by sessions) ---
+
+
+def _no_users_numbers() -> dict:
+    nan = float("nan")
+    return {"loss_m": nan, "adversary_error_m": nan, "violation_rate": nan, "epsilon_min_per_km": nan}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def users_numbers(
+    instance_key: tuple,
+    method: str,
+    epsilon_per_km: float,
+    options: tuple,
+    items: tuple = (),
+    seed: int = 0,
+    _progress: Callable[[str, float], None] | None = None,
+) -> dict | None:
+    """A method's numbers at the users' true records (the Compare page), measured on a worker.
+
+    ``method``: ``"panda"`` (the view's PAnDA run: ``items`` (:func:`config_items`) and ``seed``; its released
+    rows at the users with a surrogate) or a name of ``panda.mechanisms.BASELINES`` with its ``options``
+    (its matrix's rows at every user). Returns plain floats (``loss_m``, ``adversary_error_m``,
+    ``violation_rate``, ``epsilon_min_per_km``: job ``users_numbers`` of :data:`panda.jobs.JOBS`), or None
+    when the mechanism has no matrix. Raises the job's errors (JobError) and the baseline's.
+    """
+    inst = instance(*instance_key)
+    if method == "panda":
+        from app.analysis import surrogate_rows
+
+        res = panda_result(instance_key, items, seed)
+        if res.z is None:
+            return None
+        rows_idx = surrogate_rows(res)
+        ok = rows_idx >= 0
+        users, rows = res.user_records[ok], res.z[rows_idx[ok]]
+    else:
+        mech = baseline(instance_key, method, epsilon_per_km, options)
+        if mech.matrix is None:
+            return None
+        users = inst.users
+        rows = mech.matrix[users]
+    if users.size == 0:
+        return _no_users_numbers()
+    return _run_job(
+        "users_numbers",
+        inst,
+        np.asarray(users),
+        np.asarray(rows),
+        float(epsilon_per_km),
+        timeout_s=JOB_TIMEOUT_S,
+        priority=HIGH,
+        progress=_progress,
+    )
+
+
+__all__ += ["users_numbers"]

@@ -141,6 +141,39 @@ def _job_mechanism_numbers(instance, mechanism, epsilon_per_km, progress):
     return mechanism_numbers(instance, mechanism, epsilon_per_km)
 
 
+def _job_users_numbers(instance, users, rows, epsilon_per_km, progress):
+    """Measure a mechanism at the users' true records (the Compare page's columns), uniform over the users.
+
+    ``users``: ``(N',)`` positions in X of the users' records; ``rows``: ``(N', M)`` the mechanism's output
+    distribution at each of them. Returns plain floats: ``loss_m`` (mean expected cost), ``adversary_error_m``
+    (the Bayes-optimal attacker who knows that the true record is one of the users', uniformly),
+    ``violation_rate`` and ``epsilon_min_per_km`` (the exact eps-mDP audit of the user pairs; NaN below two
+    users). The same arithmetic as ``app.analysis.mechanism_at_users`` plus ``panda.audit.audit_mechanism``
+    at the users (tests/test_compare_jobs.py checks that the numbers are equal).
+    """
+    import numpy as np
+
+    from panda.audit import adversary_error_m, audit_mechanism
+
+    nan = float("nan")
+    out = {"loss_m": nan, "adversary_error_m": nan, "violation_rate": nan, "epsilon_min_per_km": nan}
+    users = np.asarray(users, dtype=np.int64)
+    rows = np.asarray(rows, dtype=float)
+    if users.size == 0:
+        return out
+    progress("the loss and the attacker's error at the users", 0.0)
+    out["loss_m"] = float((rows * instance.cost_m[users]).sum(axis=1).mean())
+    prior = np.full(users.size, 1.0 / users.size)
+    guess_m = 1000 * instance.distances_km(users, None)
+    out["adversary_error_m"] = float(adversary_error_m(rows, prior, guess_m))
+    if users.size >= 2:
+        progress("the exact audit of the user pairs", 0.5)
+        audit = audit_mechanism(rows, instance.distances_km(users, users), epsilon_per_km)
+        out["violation_rate"] = float(audit.violation_rate)
+        out["epsilon_min_per_km"] = float(audit.epsilon_min_per_km)
+    return out
+
+
 #: Job name -> function(*args, progress) run on a worker.
 JOBS: dict[str, Callable[..., Any]] = {
     "run_panda": _job_run_panda,
@@ -153,6 +186,7 @@ JOBS: dict[str, Callable[..., Any]] = {
     "attacker_errors": _job_attacker_errors,
     "mechanism_numbers": _job_mechanism_numbers,
     "baseline_numbers": _job_baseline_numbers,
+    "users_numbers": _job_users_numbers,
 }
 
 #: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
@@ -165,6 +199,7 @@ JOB_PRIORITY: dict[str, int] = {
     "attacker_errors": 10,
     "mechanism_numbers": 10,
     "baseline_numbers": 10,
+    "users_numbers": 10,
     "delta_sweep": 0,
     "tradeoff_curve": 0,
 }

@@ -1,9 +1,9 @@
 """Compare: PAnDA against the baseline mechanisms of the paper (section 4.3) on the same instance."""
 
-import numpy as np
 import streamlit as st
 
 from app import analysis, charts, common, sidebar, state, tables
+from app.common import job_failure
 from app.messages import plain_error
 from app.params import (
     BASELINE_IDS,
@@ -13,6 +13,7 @@ from app.params import (
     DEFAULT_GRID,
     GRID_OPTIONS,
 )
+from panda.execution import JobError
 
 _DESCRIPTIONS = {
     "EM": "Exponential mechanism: Pr[y | x] ∝ exp(−ε d(x, y) / 2) over the outputs.",
@@ -37,7 +38,6 @@ st.caption(
     f"Loss: **{common.current_params().loss_label}** (in metres; *Loss* in the sidebar)."
 )
 try:
-    from panda.audit import audit_mechanism
     from panda.mechanisms import BASELINES
 except ImportError as exc:
     st.info(
@@ -97,14 +97,27 @@ if "Optimal LP" in chosen and inst.n_records > MAX_K_FULL_LP:
     chosen = [m for m in chosen if m != "Optimal LP"]
 
 users = r.user_records
-d_users_km = inst.distances_km(users, users)
-guess_m = 1000 * inst.distances_km(users, None)
-pair_i, pair_j = np.triu_indices(users.size, k=1)
+items = state.config_items(view.config)
+
+
+def _numbers(row: dict, method: str, options: tuple, **panda_run) -> None:
+    """Fill ``row`` with a method's numbers at the users' records: a worker's job, cached for every session.
+
+    A failed job leaves the numbers out and says why in the row's detail (never a traceback).
+    """
+    try:
+        numbers = state.users_numbers(params.instance_key, method, eps, options, **panda_run)
+    except Exception as exc:  # noqa: BLE001 (one method's numbers must not take the page down)
+        why = job_failure(exc)[0] if isinstance(exc, JobError) else plain_error(exc)[0]
+        row["note"] = "; ".join(t for t in (row.get("note"), f"numbers not measured: {why}") if t)
+        return
+    if numbers is not None:
+        row.update(numbers)
+
 
 rows = []
 # PAnDA: its released rows at the users with a surrogate; violations counted with Phase I's cost.
-rows_idx = analysis.surrogate_rows(r)
-ok = rows_idx >= 0
+ok = analysis.surrogate_rows(r) >= 0
 panda_row = {
     "method": f"PAnDA-{params.decay[0]}",
     "status": r.lp_status,
@@ -117,13 +130,10 @@ panda_row = {
     "note": f"{int(ok.sum())} of {users.size} users can report" if not ok.all() else "",
 }
 if r.z is not None and ok.sum() >= 1:
-    z_users = r.z[rows_idx[ok]]
-    m = analysis.mechanism_at_users(z_users, inst.cost_m[users[ok]], guess_m[ok])
-    panda_row.update(loss_m=m["loss_m"], adversary_error_m=m["adversary_error_m"])
-    if ok.sum() >= 2:
-        sub = np.flatnonzero(ok)
-        audit = audit_mechanism(z_users, d_users_km[np.ix_(sub, sub)], eps)
-        panda_row["epsilon_min_per_km"] = audit.epsilon_min_per_km
+    with st.spinner("Measuring PAnDA at the users' records ..."):
+        _numbers(panda_row, "panda", (), items=items, seed=int(params.seed))
+    # PAnDA's violations are its realised check (with Phase I's cost), not the audit of its rows.
+    panda_row["violation_rate"] = r.user_pair_violation_rate
 rows.append(panda_row)
 
 with st.status("Building the baselines ...", expanded=False) as status:
@@ -156,15 +166,8 @@ with st.status("Building the baselines ...", expanded=False) as status:
             continue
         row.update(status=mech.status, prior_loss_m=mech.loss_m, time_s=mech.build_time_s)
         if mech.matrix is not None:
-            at_users = mech.matrix[users]
-            m = analysis.mechanism_at_users(at_users, inst.cost_m[users], guess_m)
-            audit = audit_mechanism(at_users, d_users_km, eps)
-            row.update(
-                loss_m=m["loss_m"],
-                adversary_error_m=m["adversary_error_m"],
-                violation_rate=audit.violation_rate,
-                epsilon_min_per_km=audit.epsilon_min_per_km,
-            )
+            status.update(label=f"Measuring {name} at the users' records ...")
+            _numbers(row, key, tuple(sorted(options.items())))
         rows.append(row)
         done.append(f"{name} {analysis.fmt_s(mech.build_time_s)}")
     status.update(
