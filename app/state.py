@@ -733,4 +733,27 @@ def users_numbers(
     )
 
 
-__all__ += ["users_numbers"]
+# --- Class round: the reveal's scoring (never cached: every reveal draws its own seed) ---
+
+
+def score_round(
+    prior: np.ndarray, matrix: np.ndarray, distance_m: np.ndarray, entries: list, n_reports: int, seed: int
+) -> tuple[list[dict], dict]:
+    """Score a class round (``app.game.scoring.score_round`` with ``numpy.random.default_rng(seed)``) on a worker.
+
+    Returns ``(scored entries, summary)``; raises JobError when the job fails (the caller says so).
+    """
+    return _run_job(
+        "score_round",
+        np.asarray(prior, dtype=float),
+        np.asarray(matrix, dtype=float),
+        np.asarray(distance_m, dtype=float),
+        [dict(e) for e in entries],
+        int(n_reports),
+        int(seed),
+        timeout_s=JOB_TIMEOUT_S,
+        priority=HIGH,
+    )
+
+
+__all__ += ["users_numbers", "score_round"]

@@ -174,6 +174,22 @@ def _job_users_numbers(instance, users, rows, epsilon_per_km, progress):
     return out
 
 
+def _job_score_round(prior, matrix, distance_m, entries, n_reports, seed, progress):
+    """Score a class round's entries (``app.game.scoring.score_round``) with ``numpy.random.default_rng(seed)``.
+
+    The one job that imports the dashboard: the scoring of a class round lives in ``app.game.scoring`` (pure
+    numpy, no streamlit). It is imported here, inside the job, so that importing ``panda.jobs`` still pulls in
+    nothing of the dashboard; a worker that runs this job needs the project's checkout, as the server does.
+    ``seed``: drawn by the server (``secrets.randbits(64)``) for each reveal.
+    """
+    import numpy as np
+
+    from app.game.scoring import score_round
+
+    progress("scoring the class's guesses", 0.0)
+    return score_round(prior, matrix, distance_m, list(entries), int(n_reports), rng=np.random.default_rng(seed))
+
+
 #: Job name -> function(*args, progress) run on a worker.
 JOBS: dict[str, Callable[..., Any]] = {
     "run_panda": _job_run_panda,
@@ -187,6 +203,7 @@ JOBS: dict[str, Callable[..., Any]] = {
     "mechanism_numbers": _job_mechanism_numbers,
     "baseline_numbers": _job_baseline_numbers,
     "users_numbers": _job_users_numbers,
+    "score_round": _job_score_round,
 }
 
 #: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
@@ -200,6 +217,7 @@ JOB_PRIORITY: dict[str, int] = {
     "mechanism_numbers": 10,
     "baseline_numbers": 10,
     "users_numbers": 10,
+    "score_round": 10,
     "delta_sweep": 0,
     "tradeoff_curve": 0,
 }

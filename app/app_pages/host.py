@@ -20,8 +20,11 @@ import streamlit as st
 
 from app import game_maps, lesson, maps, state, style
 from app.analysis import fmt_m
-from app.game import rounds, scoring
+from app.common import job_failure
+from app.game import rounds
+from app.messages import plain_error
 from app.palette import MECHANISM_COLORS
+from panda.execution import JobError
 
 #: How often the lecturer's screen picks up new guesses, seconds.
 POLL_S = 2.0
@@ -158,9 +161,9 @@ def _live_counts() -> None:
 
 
 def _score(rnd, entries: list[dict]) -> tuple[list[dict], dict]:  # noqa: ANN001 (a Round)
+    """``app.game.scoring.score_round`` on a worker (state.score_round), with a seed drawn here for this reveal."""
     matrix = _matrix({"mechanism": rnd.mechanism, "epsilon_per_km": rnd.epsilon_per_km, "options": rnd.options})
-    rng = np.random.default_rng(secrets.randbits(64))
-    return scoring.score_round(inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, rng=rng)
+    return state.score_round(inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, secrets.randbits(64))
 
 
 def _act(action: str) -> None:
@@ -186,6 +189,10 @@ def _act(action: str) -> None:
         ss.pop("host_msg", None)
     except rounds.GameError as exc:
         ss.host_msg = str(exc)
+    except JobError as exc:  # a worker's job failed (the scoring, a mechanism): nothing changed, try again
+        ss.host_msg = f"{job_failure(exc)[0]} Nothing changed in the round: try again in a moment."
+    except Exception as exc:  # noqa: BLE001 (never a traceback in the page)
+        ss.host_msg = f"That did not work: {plain_error(exc)[0]} Nothing changed in the round."
 
 
 with left:
