@@ -16,7 +16,9 @@ processes (:func:`panda.download_jobs.download_bbox`: one lock per box, a few at
 memory limit); the web server never downloads itself (``panda.network.IN_PROCESS_DOWNLOADS`` is off
 in a running server). **A link never downloads**: a link's box that is not in the download cache
 (:func:`check_source`) leaves the embedded city on the map, and the page shows the box, its size and a
-button *Download this area (≈ N km²)* (:func:`show_pending_box`); a box in the cache opens at once.
+button *Download this area (≈ N km²)* (:func:`show_pending_box`); a box in the cache opens at once. Until
+the box is downloaded or another network chosen, the page's URL keeps the link's box
+(:func:`pending_link_source`): a reload shows the same panel.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "download",
     "download_failure",
     "check_source",
+    "pending_link_source",
     "show_pending_box",
     "box_just_downloaded",
     "area_label",
@@ -366,6 +369,18 @@ def check_source(source: str, fallback: str) -> str:
 def box_just_downloaded() -> tuple[float, float, float, float] | None:
     """The box the page's button has just downloaded (once; the next run's controls then show it), or None."""
     return st.session_state.pop("box_downloaded", None)
+
+
+def pending_link_source() -> str | None:
+    """The source string of the link's box while it is pending (not downloaded here, and no other network chosen
+    since), else None. The page's URL keeps naming that box meanwhile (``sidebar.write_query``), so a reload
+    shows the box and its button again instead of the embedded city put in its place.
+    """
+    ss = st.session_state
+    pending = ss.get("pending_box")
+    if not pending or ss.get("active_source") != pending["source"]:
+        return None
+    return bbox_source(tuple(pending["box"]))
 
 
 def show_pending_box() -> bool:

@@ -6,6 +6,8 @@ widgets are the truth and :func:`write_query` puts the current view back into th
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 import panda
@@ -581,9 +583,14 @@ def write_query(p: Params) -> None:
 
     The link holds the sidebar's view (:func:`app.params.to_query`) and the pages' own state
     (:data:`app.params.PAGE_QUERY`, from the session, or kept from the link while its page is not
-    shown); nothing else. A page that corrects its state (say, a selected user beyond the users of
-    the run) may call this again after doing so.
+    shown); nothing else. While a link's box waits for its download (``app.area.pending_link_source``) the
+    link keeps that box, not the embedded city the map shows meanwhile. A page that corrects its state
+    (say, a selected user beyond the users of the run) may call this again after doing so.
     """
+    pending = area.pending_link_source()
+    if pending is not None and p.source == st.session_state.get("active_source"):
+        # The link's box is not downloaded here yet: the map shows the embedded city, the link keeps the box.
+        p = dataclasses.replace(p, source=pending)
     current = st.query_params.to_dict()
     wanted = to_query(p) | page_query(st.session_state, current)
     if current != wanted:
