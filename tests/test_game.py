@@ -234,6 +234,57 @@ def test_old_games_expire_and_are_cleaned_up(small, url):
         assert s.scalars(select(Game).where(Game.code == code)).one_or_none() is None
 
 
+def test_the_reveal_scores_with_no_transaction_open(small, url):
+    """While the scores are computed (a worker job, maybe queued) the round is "scoring": a guess is refused with
+    a sentence at once, and other writes (a join) go through; nothing waits on a lock held by the reveal."""
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    t1, t2 = rounds.join(code, url=url), rounds.join(code, url=url)
+    for t in (t1, t2):
+        rounds.player_view(code, t, _draw(small), url=url)
+    rounds.guess(code, t1, 5, url=url)
+    seen: dict = {}
+    real = _score(small)
+
+    def score(spec, entries):
+        seen["status"] = rounds.status(code, url=url)
+        seen["guess"] = _error(rounds.guess, code, t2, 7, url=url)
+        seen["late_join"] = rounds.join(code, url=url)  # a write: blocks (SQLite: "database is locked") if held
+        seen["spec"] = (spec.mechanism, spec.epsilon_per_km, spec.n_reports)
+        return real(spec, entries)
+
+    summary = rounds.reveal(code, key, score, url=url)
+    assert seen["status"] == (1, "scoring")
+    assert "revealed" in seen["guess"] and "moment" in seen["guess"]
+    assert seen["late_join"] and seen["spec"] == ("em", 3.0, 1)
+    assert rounds.status(code, url=url) == (1, "revealed")
+    assert summary["n_guesses"] == 1 and summary["best_place"] == 5
+    pv = rounds.player_view(code, t1, _draw(small), url=url)
+    assert pv.guess == 5 and pv.error_m is not None and pv.rank == 1
+
+
+def test_a_failed_scoring_leaves_the_round_open_and_a_stuck_one_can_be_revealed_again(small, url):
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0), url=url)
+    t = rounds.join(code, url=url)
+    rounds.player_view(code, t, _draw(small), url=url)
+
+    def broken(spec, entries):
+        raise RuntimeError("the worker died")
+
+    with pytest.raises(RuntimeError):
+        rounds.reveal(code, key, broken, url=url)
+    assert rounds.status(code, url=url) == (1, "open")
+    assert rounds.guess(code, t, 3, url=url).startswith("Guess saved")  # the class goes on
+    # A reveal whose server stopped mid-way leaves "scoring": refused while fresh, taken over once stale.
+    with store.session(url) as s:
+        s.execute(update(Round).where(Round.game.has(code=code)).values(status="scoring", revealed_at=rounds._now()))
+    assert "being revealed" in _error(rounds.reveal, code, key, _score(small), url=url)
+    old = rounds._now() - rounds.SCORING_STALE - timedelta(seconds=1)
+    with store.session(url) as s:
+        s.execute(update(Round).where(Round.game.has(code=code)).values(revealed_at=old))
+    assert rounds.reveal(code, key, _score(small), url=url)["n_guesses"] == 1
+    assert rounds.status(code, url=url) == (1, "revealed")
+
+
 def test_no_guess_is_lost_or_taken_after_the_reveal(small, url):
     """20 students guess on their own threads while the lecturer reveals: every guess is either stored before
     the reveal (and scored) or refused with the reveal's sentence; none is stored after it."""

@@ -128,6 +128,11 @@ elif pv.secret is None and pv.status == "open":
         st.warning(text)
     elif pv.guess is not None:
         st.success(f"Your guess is saved: place {pv.guess}.", icon=":material/check_circle:")
+elif pv.status == "scoring":
+    st.info(
+        "**Revealed.** The scores are being worked out: yours appears here in a moment.",
+        icon=":material/hourglass_top:",
+    )
 elif pv.secret is not None:
     st.markdown(f"**Revealed.** The report{'s were' if k > 1 else ' was'} made at the orange place.")
     mine = fmt_m(pv.error_m) if pv.error_m is not None else "no guess"

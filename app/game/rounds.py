@@ -12,8 +12,9 @@ Rules:
 * The lecturer's token (in the lecturer's link only) opens, reveals, closes and exports; a student's token
   (in the student's link) guesses. Both are stored as SHA-256 hashes.
 * A guess can change until the reveal; after it, or in a closed round, it is refused with a message.
-  The reveal and a guess never interleave: the reveal locks the round's row (``FOR UPDATE``; SQLite's
-  ``BEGIN IMMEDIATE`` serialises writers), a guess reads it ``FOR SHARE``.
+  The reveal and a guess never interleave: the reveal first marks the round ``scoring`` under a lock on its row
+  (``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` serialises writers), a guess reads it ``FOR SHARE``; the scores
+  are computed with no transaction open and stored in a second one.
 * Games older than a day are deleted (:func:`cleanup`, run whenever a game opens).
 """
 
@@ -27,6 +28,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -238,7 +241,7 @@ def next_round(code: str, host_token: str, spec: RoundSpec, *, url: str | None =
         rnd = _current(s, game, lock="update")
         if rnd.number >= MAX_ROUNDS:
             raise GameError(f"This game has had {MAX_ROUNDS} rounds: open a new one.")
-        if rnd.status == "open":
+        if rnd.status in ("open", "scoring"):  # a reveal still scoring stores nothing into a round moved on
             rnd.status = "closed"
         return _add_round(s, game, rnd.number + 1, spec, _now()).number
 
@@ -250,30 +253,60 @@ def close_round(code: str, host_token: str, *, url: str | None = None) -> None:
         _current(s, game, lock="update").status = "closed"
 
 
+#: A round stays "scoring" while its reveal is scored (outside any transaction). A reveal older than this that
+#: never stored its scores (its server stopped mid-way) may be started again.
+SCORING_STALE = timedelta(minutes=5)
+
+
 def reveal(
     code: str,
     host_token: str,
-    score: Callable[[Round, list[dict]], tuple[list[dict], dict]],
+    score: Callable[[Any, list[dict]], tuple[list[dict], dict]],
     *,
     url: str | None = None,
 ) -> dict:
-    """Reveal the current round: lock it, score every entry with ``score`` and store the summary.
+    """Reveal the current round: close it to guesses, score every entry with ``score``, store the summary.
 
-    ``score(round, entries)`` gets the entries as dicts (``secret``, ``reports``, ``guess``) and returns the
-    per-entry scores and the summary (:func:`app.game.scoring.score_round`).
+    ``score(round, entries)`` gets the round's spec (``mechanism``, ``epsilon_per_km``, ``options``,
+    ``n_reports``) and the entries as dicts (``secret``, ``reports``, ``guess``), and returns the per-entry
+    scores and the summary (:func:`app.game.scoring.score_round`). It may take a while (a worker job), so it
+    runs between two short transactions, never inside one: the class's guesses, joins and results are not
+    held up. Meanwhile the round is ``scoring`` (a guess is refused); if ``score`` fails the round is open
+    again and the error propagates.
     """
-    with store.session(url) as s:
+    with store.session(url) as s:  # 1. no more guesses
         game = _host(s, code, host_token)
         rnd = _current(s, game, lock="update")
-        if rnd.status != "open":
+        stale = rnd.status == "scoring" and (rnd.revealed_at is None or _now() - rnd.revealed_at > SCORING_STALE)
+        if rnd.status == "scoring" and not stale:
+            raise GameError(f"Round {rnd.number} is being revealed: its scores appear in a moment.")
+        if rnd.status not in ("open", "scoring"):
             raise GameError(f"Round {rnd.number} is already {rnd.status}.")
-        rnd.status, rnd.revealed_at = "revealed", _now()
-        s.flush()
-        entries = list(s.scalars(select(Entry).where(Entry.round_id == rnd.id).order_by(Entry.id)))
-        scored, summary = score(
-            rnd, [{"secret": e.secret_place, "reports": list(e.reports), "guess": e.guess_place} for e in entries]
+        stamp = _now()
+        rnd.status, rnd.revealed_at = "scoring", stamp
+        round_id, game_id = rnd.id, game.id
+        spec = SimpleNamespace(
+            mechanism=rnd.mechanism, epsilon_per_km=rnd.epsilon_per_km, options=rnd.options, n_reports=rnd.n_reports
         )
-        for e, sc in zip(entries, scored, strict=True):
+        rows = [
+            (e.id, e.player_id, {"secret": e.secret_place, "reports": list(e.reports), "guess": e.guess_place})
+            for e in s.scalars(select(Entry).where(Entry.round_id == rnd.id).order_by(Entry.id))
+        ]
+    try:  # 2. the scores, outside any transaction
+        scored, summary = score(spec, [entry for _, _, entry in rows])
+    except BaseException:
+        with store.session(url) as s:
+            rnd = s.get(Round, round_id, with_for_update=True)
+            if rnd is not None and rnd.status == "scoring" and rnd.revealed_at == stamp:
+                rnd.status, rnd.revealed_at = "open", None
+        raise
+    with store.session(url) as s:  # 3. store them
+        rnd = s.get(Round, round_id, with_for_update=True)
+        if rnd is None or rnd.status != "scoring" or rnd.revealed_at != stamp:
+            raise GameError("The round moved on while it was being revealed: nothing was stored.")
+        entries = {e.id: e for e in s.scalars(select(Entry).where(Entry.round_id == round_id))}
+        for (entry_id, _, _), sc in zip(rows, scored, strict=True):
+            e = entries[entry_id]
             e.error_m, e.bayes_place, e.bayes_error_m, e.rank = (
                 sc["error_m"],
                 sc["bayes_place"],
@@ -281,10 +314,10 @@ def reveal(
                 sc["rank"],
             )
         best = summary.pop("best_index", None)
-        numbers = dict(s.execute(select(Player.id, Player.number).where(Player.game_id == game.id)).all())
-        summary["best_player"] = None if best is None else numbers[entries[best].player_id]
-        summary["best_place"] = None if best is None else entries[best].guess_place
-        rnd.summary = summary
+        numbers = dict(s.execute(select(Player.id, Player.number).where(Player.game_id == game_id)).all())
+        summary["best_player"] = None if best is None else numbers[rows[best][1]]
+        summary["best_place"] = None if best is None else rows[best][2]["guess"]
+        rnd.status, rnd.summary = "revealed", summary
         return summary
 
 
@@ -380,6 +413,10 @@ def guess(code: object, token: object, place: object, *, url: str | None = None)
         rnd = _current(s, game, lock="share")
         if rnd.status == "revealed":
             raise GameError(f"Round {rnd.number} has been revealed: guesses are closed. Your score is below.")
+        if rnd.status == "scoring":
+            raise GameError(
+                f"Round {rnd.number} has been revealed: guesses are closed. Your score appears in a moment."
+            )
         if rnd.status == "closed":
             raise GameError(f"The lecturer closed round {rnd.number}: guesses are closed.")
         n_places = int(game.view[1])
