@@ -25,9 +25,8 @@ import scipy.sparse as sp
 
 from panda.instance import Instance
 from panda.lp import MAX_EXPONENT, ROW_GENERATION_TOL, SOLVERS, solve_mdp_lp
-from panda.mechanisms._common import check_positive, finish, repair_mdp, unsolved_status
+from panda.mechanisms._common import check_positive, finish, repair_mdp, solve_two_term_lp, unsolved_status
 from panda.mechanisms.base import MechanismResult, check_epsilon
-from panda.mechanisms.lp_em import solve_two_term_lp
 from panda.mechanisms.lp_full import check_eta, mdp_pairs
 from panda.network import haversine_km
 
@@ -91,7 +90,7 @@ def build_lp_ca(
         ``solver`` is that of the one monolithic LP (``row_generation=False``); row generation always
         runs HiGHS's dual simplex (it goes on from the last basis).
     row_generation, initial_pairs, per_entry
-        Solve by constraint (row) generation (default; :func:`panda.mechanisms.lp_em.solve_two_term_lp`):
+        Solve by constraint (row) generation (default; :func:`panda.mechanisms._common.solve_two_term_lp`):
         the first LP has the row sums and, for every entry ``z[c', y]``, the pair rows of the
         ``initial_pairs`` cells most nearly between ``c'`` and the output; each round adds every entry's
         ``per_entry`` most violated pair rows, until none is violated (then it is the whole LP's optimum).

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import time
 
-import highspy
 import numpy as np
 import scipy.sparse as sp
 
@@ -65,10 +64,10 @@ from panda.lp import ROW_GENERATION_TOL, SOLVERS
 from panda.mechanisms._common import (
     check_positive,
     finish,
-    highs_model,
     highs_run,
     output_distances_km,
     repair_mdp,
+    solve_two_term_lp,
     unsolved_status,
 )
 from panda.mechanisms.base import MechanismResult, check_epsilon
@@ -241,6 +240,7 @@ def build_lp_em(
         time_limit_s=time_limit_s - build_s,
         solver=solver,
         per_entry=per_entry,
+        run=highs_run,  # looked up here, so a test can put a flaky run in this module
         # One monolithic LP (row_generation=False): HiGHS's own choice of pricing, as before.
         options={"small_matrix_value": _TINY, **({} if row_generation else {"simplex_dual_edge_weight_strategy": -1})},
     )
@@ -285,136 +285,3 @@ def build_lp_em(
     matrix, details["repair"] = repair_mdp(matrix, d, eps)
     details["repair_s"] = time.perf_counter() - tr
     return finish("lp-em", eps, instance, matrix, "solved", t0, details)
-
-
-def solve_two_term_lp(
-    cost: np.ndarray,
-    equalities: sp.csr_matrix,
-    rhs: np.ndarray,
-    col_lo: np.ndarray,
-    col_hi: np.ndarray,
-    pool: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    group: np.ndarray,
-    active: np.ndarray,
-    *,
-    time_limit_s: float,
-    solver: str = "simplex",
-    per_entry: int = 2,
-    drop_after: int = 2,
-    options: dict | None = None,
-) -> tuple[highspy.Highs, str, bool, list[dict]]:
-    """Minimise ``cost x`` s.t. ``equalities x = rhs``, bounds, and every pool row, by row generation.
-
-    The pool rows have two terms, ``v1 x[c1] + v2 x[c2] <= 0`` (``pool = (c1, v1, c2, v2)``). The first LP
-    has the equalities and the pool rows where ``active`` (updated in place); each round adds the pool rows
-    its optimum violates by more than :data:`panda.lp.ROW_GENERATION_TOL`, for each value of ``group`` its
-    ``per_entry`` most violated ones (by the log-ratio ``ln(v1 x[c1]) - ln(-v2 x[c2])``; 0: all), and
-    the dual simplex goes on from the last basis (HiGHS's devex pricing: its default, dual steepest edge,
-    recomputed its weights for the whole basis after each addition, about 1.5 s a round at K = 500). When
-    no row is violated the last optimum satisfies every pool row: each round is a relaxation of the whole
-    LP, so it is the whole LP's optimum. A warm round that breaks down numerically is solved afresh. A pool
-    row added ``drop_after`` rounds ago or more that is slack with a zero dual is deleted (0: never), once: if
-    a later solution violates it again it comes back for good (no cycling). The last check covers every
-    pool row, deleted ones included.
-
-    Returns
-    -------
-    highs, status, optimal, rounds
-        The HiGHS object (its solution is the answer when ``optimal``), its model status text, and per
-        round ``{"rows", "status", "time_s", "iterations", "rows_added", "rows_dropped", "check_s"}``.
-    """
-    t0 = time.perf_counter()
-    c1, v1, c2, v2 = pool
-    n_cols = cost.size
-    k = equalities.shape[0]
-    opts = {"simplex_dual_edge_weight_strategy": 1, **(options or {})}
-
-    def pool_rows(idx: np.ndarray) -> sp.csr_matrix:
-        n = idx.size
-        return sp.csr_matrix(
-            (
-                np.column_stack([v1[idx], v2[idx]]).ravel(),
-                np.column_stack([c1[idx], c2[idx]]).ravel(),
-                np.arange(0, 2 * n + 1, 2),
-            ),
-            shape=(n, n_cols),
-        )
-
-    def fresh() -> highspy.Highs:
-        """Build the HiGHS model of the rows active now."""
-        a = sp.vstack([equalities, pool_rows(np.flatnonzero(active))], format="csr")
-        n_all = a.shape[0]
-        lo_b = np.concatenate([rhs, np.full(n_all - k, -np.inf)])
-        hi_b = np.concatenate([rhs, np.zeros(n_all - k)])
-        return highs_model(cost, a, lo_b, hi_b, col_lo, col_hi, solver=solver, options=opts)
-
-    h = fresh()
-    rounds: list[dict] = []
-    added = np.zeros(0, dtype=np.int64)
-    in_lp = np.flatnonzero(active)
-    born = np.zeros(in_lp.size, dtype=np.int64)
-    kept_once = np.zeros(active.size, dtype=bool)
-    while True:
-        tr = time.perf_counter()
-        status, ok = highs_run(h, time_limit_s - (tr - t0))
-        entry = {
-            "rows": int(h.getNumRow()),
-            "status": status,
-            "time_s": time.perf_counter() - tr,
-            "iterations": int(h.getInfo().simplex_iteration_count),
-        }
-        if not ok and added.size and "time limit" not in status.lower():
-            h = fresh()  # its pool rows in pool order, all new
-            in_lp = np.flatnonzero(active)
-            born = np.full(in_lp.size, len(rounds))
-            status, ok = highs_run(h, time_limit_s - (time.perf_counter() - t0))
-            entry.update(retried="fresh", status=status, time_s=time.perf_counter() - tr)
-        rounds.append(entry)
-        if h.getNumRow() != k + int(active.sum()):  # the bookkeeping of added and dropped rows
-            msg = f"row generation lost track of its rows: {h.getNumRow()} in HiGHS, {k + int(active.sum())} active"
-            raise RuntimeError(msg)
-        if not ok or active.all():
-            return h, status, ok, rounds
-        tc = time.perf_counter()
-        x = np.asarray(h.getSolution().col_value)
-        pos, neg = v1 * x[c1], -v2 * x[c2]
-        added = np.flatnonzero(~active & (pos - neg > ROW_GENERATION_TOL))
-        if added.size > 0 and per_entry > 0:
-            score = np.log(pos[added]) - np.log(np.maximum(neg[added], 1e-300))
-            o = np.lexsort((-score, group[added]))
-            g = group[added][o]
-            added = np.sort(added[o][np.arange(o.size) - np.searchsorted(g, g, side="left") < per_entry])
-        entry["rows_added"] = int(added.size)
-        if not added.size:
-            entry["check_s"] = time.perf_counter() - tc
-            return h, status, ok, rounds
-        if drop_after > 0 and len(rounds) >= 2:
-            # Rows added ``drop_after`` or more rounds ago that are slack with a zero dual leave the LP (once
-            # only: a row dropped and violated again stays), so the basis stays small.
-            sol = h.getSolution()
-            duals = np.asarray(sol.row_dual)[k:]
-            vals = np.asarray(sol.row_value)[k:]
-            age = len(rounds) - born
-            drop = (np.abs(duals) < 1e-12) & (vals < -1e-7) & (age >= drop_after) & ~kept_once[in_lp]
-            if drop.any():
-                idx = np.flatnonzero(drop)
-                h.deleteRows(idx.size, (idx + k).astype(np.int32))
-                active[in_lp[idx]] = False
-                kept_once[in_lp[idx]] = True
-                in_lp = in_lp[~drop]
-                born = born[~drop]
-                entry["rows_dropped"] = int(idx.size)
-        active[added] = True
-        in_lp = np.concatenate([in_lp, added])
-        born = np.concatenate([born, np.full(added.size, len(rounds))])
-        new = pool_rows(added)
-        h.addRows(
-            added.size,
-            np.full(added.size, -np.inf),
-            np.zeros(added.size),
-            new.nnz,
-            new.indptr[:-1].astype(np.int32),
-            new.indices.astype(np.int32),
-            new.data,
-        )
-        entry["check_s"] = time.perf_counter() - tc
