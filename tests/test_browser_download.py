@@ -8,24 +8,13 @@ stand-in records which process sent each request.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import pytest
 from conftest import OAKLAND_FILE
 from overpass_stub import OverpassStub
-from test_browser import (
-    ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    ROOT,
-    _free_port,
-    _wait_healthy,
-    _wait_idle,
-    streamlit_cmd,
-    sync_api,
-)
+from server_support import streamlit_server
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _wait_idle, sync_api
 
 pytestmark = pytest.mark.browser
 
@@ -42,28 +31,9 @@ def stub():
 @pytest.fixture(scope="module")
 def server(stub, tmp_path_factory):
     """`streamlit run app` with the stand-in and an empty cache folder; yields (url, the server's pid)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "PANDA_OVERPASS_URL": stub.url,
-        "PANDA_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
-    }
-    log = open(ARTIFACTS / "streamlit-download-server.log", "wb")  # noqa: SIM115 (closed in the finally)
-    proc = subprocess.Popen(streamlit_cmd(port), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_healthy(url, proc)
-        yield url, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
+    env = {"PANDA_OVERPASS_URL": stub.url, "PANDA_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
+    with streamlit_server("streamlit-download-server.log", env) as server:
+        yield server.url, server.proc.pid
 
 
 def test_a_link_asks_nothing_and_the_click_downloads_on_a_worker(server, stub):

@@ -24,22 +24,18 @@ import math
 import os
 import re
 import statistics
-import subprocess
 import time
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+from server_support import streamlit_server
 from test_browser import (  # noqa: F401 (fixture: browser)
     ARTIFACTS,
-    ROOT,
-    _free_port,
     _metric,
     _pixel_spread,
-    _wait_healthy,
     _wait_idle,
     browser,
-    streamlit_cmd,
 )
 
 pytestmark = pytest.mark.browser
@@ -57,24 +53,9 @@ PROBES = ("_stcore/health", "_stcore/host-config")
 @pytest.fixture(scope="module")
 def game_server(tmp_path_factory):
     """`streamlit run app` on a free loopback port with its own class database; yields (url, database url)."""
-    ARTIFACTS.mkdir(exist_ok=True)
     db_url = f"sqlite:///{tmp_path_factory.mktemp('game') / 'class.db'}"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(ARTIFACTS / "streamlit-server-game.log", "wb")  # noqa: SIM115 (closed in the finally)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DB_URL": db_url}
-    proc = subprocess.Popen(streamlit_cmd(port), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_healthy(url, proc)
-        yield url, db_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
+    with streamlit_server("streamlit-server-game.log", {"PANDA_DB_URL": db_url}) as server:
+        yield server.url, db_url
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,16 +35,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from test_browser import (  # noqa: F401 (fixtures and helpers of the browser test)
-    ARTIFACTS,
-    ROOT,
-    _free_port,
-    _metric,
-    _wait_healthy,
-    _wait_idle,
-    browser,
-    streamlit_cmd,
-)
+from server_support import ARTIFACTS, ROOT, free_port, start_streamlit, stop, wait_healthy
+from test_browser import _metric, _wait_idle, browser  # noqa: F401 (fixture and helpers of the browser test)
 
 pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")
@@ -69,22 +61,6 @@ LOG_LINE = re.compile(
 
 #: Streamlit's front end probes a page opened at its own path as a base path (as in test_browser_game).
 PROBE = r"/play/_stcore/(health|host-config)"
-
-
-def _stop(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
-    """Terminate a process (SIGTERM, then SIGKILL for it and its children)."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-        except psutil.NoSuchProcess:
-            pass
-        proc.kill()
-        proc.wait(5)
 
 
 def _listening(pid: int) -> set[tuple[str, int]]:
@@ -144,7 +120,7 @@ def cluster():
     from distributed import Client
 
     ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = {
         **os.environ,
@@ -153,6 +129,8 @@ def cluster():
     env.pop("PANDA_DASK_SCHEDULER", None)
     log = open(ARTIFACTS / "proxy-cluster.log", "wb")  # noqa: SIM115 (closed in the finally)
     dask_cli = [sys.executable, "-m", "dask"]
+    # --no-dashboard alone left the HTTP routes on every interface (0.0.0.0:8787 and a worker's random port)
+    loopback_http = ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
     scheduler_env = {
         **env,
         "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
@@ -160,23 +138,26 @@ def cluster():
     }
     procs = [
         subprocess.Popen(
-            [*dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            [*dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), *loopback_http],
             cwd=ROOT,
             env=scheduler_env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
     ]
-    worker = [*dask_cli, "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
+    worker = [*dask_cli, "worker", address, "--nworkers", "1", "--nthreads", "1", *loopback_http]
     worker += ["--host", "127.0.0.1", "--preload", "panda.execution", "--name", "proxy-worker"]
     procs.append(subprocess.Popen(worker, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
     try:
         with Client(address, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(1, timeout=120)
+        family = [q for proc in procs for q in (psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True))]
+        listening = {addr for q in family for addr in _listening(q.pid)}
+        assert listening and {ip for ip, _ in listening} == {"127.0.0.1"}, f"the cluster listens on {listening}"
         yield address
     finally:
         for proc in reversed(procs):  # the worker first, then the scheduler
-            _stop(proc)
+            stop(proc)
         log.close()
 
 
@@ -184,23 +165,18 @@ def cluster():
 def class_servers(cluster, tmp_path_factory):
     """Two ``streamlit run app`` servers on free loopback ports, one scheduler, one class database."""
     db_url = f"sqlite:///{tmp_path_factory.mktemp('proxy-db') / 'class.db'}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DASK_SCHEDULER": cluster, "PANDA_DB_URL": db_url}
+    env = {"PANDA_DASK_SCHEDULER": cluster, "PANDA_DB_URL": db_url}
     servers: list[tuple[int, subprocess.Popen]] = []
-    logs = []
     try:
-        for n in (1, 2):
-            port = _free_port()
-            logs.append(open(ARTIFACTS / f"proxy-streamlit-s{n}.log", "wb"))  # noqa: SIM115 (closed below)
-            proc = subprocess.Popen(streamlit_cmd(port), cwd=ROOT, stdout=logs[-1], stderr=subprocess.STDOUT, env=env)
-            servers.append((port, proc))
+        for n in (1, 2):  # both start, then both are waited for
+            server = start_streamlit(f"proxy-streamlit-s{n}.log", env)
+            servers.append((server.port, server.proc))
         for port, proc in servers:
-            _wait_healthy(f"http://127.0.0.1:{port}", proc)
+            wait_healthy(f"http://127.0.0.1:{port}", proc)
         yield servers, db_url
     finally:
         for _, proc in servers:
-            _stop(proc)
-        for log in logs:
-            log.close()
+            stop(proc)
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +184,7 @@ def proxy(class_servers, tmp_path_factory):
     """``haproxy -f cfg -db`` from deploy/haproxy.cfg in front of the two servers; yields its facts."""
     servers, _ = class_servers
     tmp = tmp_path_factory.mktemp("proxy")
-    port = _free_port()
+    port = free_port()
     stats_socket = tmp / "haproxy.sock"
     cfg = tmp / "haproxy.cfg"
     cfg.write_text(proxy_config(TEMPLATE.read_text(), port, [p for p, _ in servers], stats_socket))
@@ -241,7 +217,7 @@ def proxy(class_servers, tmp_path_factory):
             "servers": {f"s{n}": p for n, (p, _) in enumerate(servers, 1)},
         }
     finally:
-        _stop(proc)
+        stop(proc)
         log.close()
 
 
@@ -442,7 +418,7 @@ def test_a_students_page_survives_the_loss_of_its_server(proxy, class_servers, b
         (other,) = set(proxy["servers"]) - {before}
 
         # The student's server stops (SIGTERM: Streamlit closes its websockets, the page reconnects).
-        _stop(servers[int(before[1:]) - 1][1])
+        stop(servers[int(before[1:]) - 1][1])
         t0 = time.perf_counter()
         deadline = time.monotonic() + 60
         while cookie() != other:

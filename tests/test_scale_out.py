@@ -16,21 +16,12 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from server_support import ARTIFACTS, ROOT, free_port, stop, streamlit_server
 
-ARTIFACTS = ROOT / "test-artifacts"
-
-try:  # the browser test's fixtures and helpers (the TLS test below runs without a browser too)
-    from test_browser import _free_port, _wait_healthy, _wait_idle, browser, streamlit_cmd  # noqa: F401
+try:  # the browser test's fixture and helper (the TLS test below runs without a browser too)
+    from test_browser import _wait_idle, browser  # noqa: F401
 except pytest.skip.Exception as no_browser:  # no Chromium or playwright: only the browser test is skipped
-    import socket
-
     _NO_BROWSER = str(no_browser)
-
-    def _free_port() -> int:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            return sock.getsockname()[1]
 
     @pytest.fixture(scope="module")
     def browser():
@@ -54,22 +45,6 @@ def _readme_openssl_commands() -> str:
 
 
 LOOPBACK = {"127.0.0.1", "::1"}
-
-
-def _stop(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
-    """Terminate a process (SIGTERM, then SIGKILL for it and its children)."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-        except psutil.NoSuchProcess:
-            pass
-        proc.kill()
-        proc.wait(5)
 
 
 def _family(procs: list[subprocess.Popen]) -> list[psutil.Process]:
@@ -119,7 +94,7 @@ def cluster(certificates):
     from distributed import Client
 
     ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
+    port = free_port()
     address = f"tls://127.0.0.1:{port}"
     tls = ["--tls-ca-file", certificates["ca"], "--tls-cert", certificates["cert"], "--tls-key", certificates["key"]]
     env = {
@@ -156,7 +131,7 @@ def cluster(certificates):
     finally:
         everything = _family(procs)
         for proc in reversed(procs):  # the workers first, then the scheduler
-            _stop(proc)
+            stop(proc)
         log.close()
         deadline = time.monotonic() + 15
         while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in everything):
@@ -218,20 +193,11 @@ def class_server(cluster, certificates, tmp_path_factory):
     Its own, empty result store: what earlier tests computed must not spare the cluster its jobs.
     """
     address, _, _ = cluster
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(ARTIFACTS / "scale-out-streamlit.log", "wb")  # noqa: SIM115 (closed in the finally)
     db = f"sqlite:///{tmp_path_factory.mktemp('scale-out-db') / 'class.db'}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DASK_SCHEDULER": address, "PANDA_DB_URL": db}
+    env = {"PANDA_DASK_SCHEDULER": address, "PANDA_DB_URL": db}
     env.update(_tls_env(certificates))  # Dask's own configuration: the server's client shows the certificate
-    cmd = streamlit_cmd(port)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_healthy(url, proc)
-        yield url, proc
-    finally:
-        _stop(proc)
-        log.close()
+    with streamlit_server("scale-out-streamlit.log", env) as server:
+        yield server.url, server.proc
 
 
 def _metric_text(page, label: str) -> str:
