@@ -4,8 +4,8 @@
 :func:`stop` ends a process: SIGTERM, then SIGKILL for what is left (its whole group, when :func:`start`
 made it; otherwise its children). :func:`streamlit_server` is the whole life of a dashboard server in a
 fixture: started with the tests' environment and the given variables, healthy when it yields, stopped with
-its process group afterwards. (tests/test_browser.py keeps copies of ``streamlit_cmd``, ``_free_port`` and
-``_wait_healthy``, which other tests import from it.)
+its process group afterwards. (tests/test_browser.py re-exports ``streamlit_cmd``, ``free_port`` and
+``wait_healthy``, the last two as ``_free_port`` and ``_wait_healthy``, for the tests that import them from it.)
 """
 
 from __future__ import annotations

@@ -11,15 +11,12 @@ from __future__ import annotations
 import io
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from server_support import free_port, streamlit_cmd, streamlit_server, wait_healthy  # noqa: F401 (re-exported)
 
 pytestmark = pytest.mark.browser
 
@@ -49,64 +46,15 @@ if not Path(CHROMIUM).exists():
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
 
-def streamlit_cmd(port: int) -> list[str]:
-    """``streamlit run app`` headless on a loopback port (no file watcher, no usage statistics)."""
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app",
-        "--server.headless=true",
-        "--server.address=127.0.0.1",
-        f"--server.port={port}",
-        "--browser.gatherUsageStats=false",
-        "--server.fileWatcherType=none",
-    ]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.status == 200 and resp.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise TimeoutError(f"streamlit did not become healthy within {timeout_s:.0f} s")
+# The server helpers live in tests/server_support.py; the short names stay here for the tests that import them.
+_free_port, _wait_healthy = free_port, wait_healthy
 
 
 @pytest.fixture(scope="module")
 def server():
-    """`streamlit run app` on a free loopback port; stopped at teardown."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(ARTIFACTS / "streamlit-server.log", "wb")  # noqa: SIM115 (closed in the finally)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = streamlit_cmd(port)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_healthy(url, proc)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
+    """`streamlit run app` on a free loopback port; stopped with its process group at teardown."""
+    with streamlit_server("streamlit-server.log") as srv:
+        yield srv.url
 
 
 @pytest.fixture(scope="module")
