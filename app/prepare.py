@@ -85,22 +85,30 @@ def _options(name: str) -> tuple:
     return (("time_limit_s", PAGE_LP_LIMIT_S),) if name.startswith("lp") else ()
 
 
-def _curve_inputs(params: Params, method: str) -> tuple[list, tuple, tuple]:
-    """The curve's store inputs exactly as the Lesson asks for them (app/state.tradeoff_method)."""
+def _curve_inputs(params: Params, method: str, store_key: tuple | None = None) -> tuple[list, tuple, tuple]:
+    """The curve's store inputs exactly as the Lesson asks for them (app/state.tradeoff_method).
+
+    ``store_key``: the view's :func:`app.result_store.store_key` (needed for a box or an upload; an embedded
+    city's is its instance key, the default).
+    """
     from app.params import to_config
     from panda.tradeoff import DEFAULT_EPSILONS
 
+    key = params.instance_key if store_key is None else store_key
     items = tuple(sorted(to_config(params).to_dict().items()))
     epsilons = tuple(DEFAULT_EPSILONS)
-    return result_store.curve_key_inputs(params.instance_key, method, epsilons, items, params.seed), epsilons, items
+    return result_store.curve_key_inputs(key, method, epsilons, items, params.seed), epsilons, items
 
 
-def is_done(task: Task, params: Params) -> bool:
-    """Whether the store already holds the task's result."""
+def is_done(task: Task, params: Params, network_of: Callable[[str], object] | None = None) -> bool:
+    """Whether the store already holds the task's result (for a box or an upload: on the network
+    ``network_of(source)`` gives, the one the task is computed on; default :func:`app.views.network_of`)."""
+    load = network_of or views.network_of
+    key = result_store.store_key(task.instance_key, lambda: load(task.instance_key[0]))
     if task.kind == "mechanism":
-        kept = result_store.get_mechanism(task.instance_key, task.name, task.epsilon_per_km, _options(task.name))
+        kept = result_store.get_mechanism(key, task.name, task.epsilon_per_km, _options(task.name))
         return kept is not None
-    inputs, _, _ = _curve_inputs(params, task.name)
+    inputs, _, _ = _curve_inputs(params, task.name, key)
     return result_store.get_value("curve", inputs) is not None
 
 
@@ -109,6 +117,7 @@ def run_task(task: Task, params: Params, instance_of: Callable[[tuple], object])
     from panda.mechanisms import BASELINES
 
     inst = instance_of(task.instance_key)
+    key = result_store.store_key(task.instance_key, inst.network)  # type: ignore[attr-defined]
     if task.kind == "mechanism":
         opts = {"time_limit_s": PREPARE_LP_LIMIT_S} if task.name.startswith("lp") else {}
         if task.name == "lp":  # the solver stops on the floored LP's gap: aim lower so that the honest one is <= 0.5 %
@@ -117,13 +126,11 @@ def run_task(task: Task, params: Params, instance_of: Callable[[tuple], object])
         if task.name == "lp" and not result_store.keepable("lp", mech) and mech.matrix is not None:
             mech = BASELINES["lp"](inst, task.epsilon_per_km, time_limit_s=PREPARE_LP_LIMIT_S, gap=LP_SOLVER_GAP / 5)
         if not result_store.put_mechanism(
-            task.instance_key, task.name, task.epsilon_per_km, _options(task.name), mech, prepared=True
+            key, task.name, task.epsilon_per_km, _options(task.name), mech, prepared=True
         ):
             return f"not kept: {mech.status}"
         numbers = views.mechanism_numbers_of(inst, mech, task.epsilon_per_km)
-        inputs = result_store.mechanism_key_inputs(
-            task.instance_key, task.name, task.epsilon_per_km, _options(task.name)
-        )
+        inputs = result_store.mechanism_key_inputs(key, task.name, task.epsilon_per_km, _options(task.name))
         result_store.put_value("numbers", inputs, numbers, prepared=True)
         gap = (mech.details or {}).get("gap")
         extra = f", gap {100 * gap:.2f} %" if isinstance(gap, float) and gap == gap else ""
@@ -131,7 +138,7 @@ def run_task(task: Task, params: Params, instance_of: Callable[[tuple], object])
     import panda
     from panda.tradeoff import tradeoff_curve
 
-    inputs, epsilons, items = _curve_inputs(params, task.name)
+    inputs, epsilons, items = _curve_inputs(params, task.name, key)
     rows = tradeoff_curve(
         inst,
         (task.name,),
@@ -169,18 +176,28 @@ def run(links: list[str], *, out=sys.stdout) -> int:  # noqa: ANN001 (a text str
             if ident not in seen:  # links sharing a view share its work
                 seen.add(ident)
                 views_.append((params, task))
+    networks: dict[str, object] = {}
     instances: dict[tuple, object] = {}
+
+    def network_of(source: str) -> object:  # one copy of each network: its fingerprint is the one computed on
+        if source not in networks:
+            networks[source] = views.network_of(source)
+        return networks[source]
 
     def instance_of(key: tuple) -> object:
         if key not in instances:
-            instances[key] = views.build_instance(views.network_of(key[0]), *key[1:])
+            instances[key] = views.build_instance(network_of(key[0]), *key[1:])
         return instances[key]
 
     n, failed, t_all = len(views_), 0, time.perf_counter()
     print(f"Preparing {len(links)} link(s): {n} tasks (results go to the result store).", file=out, flush=True)
     try:
         for i, (params, task) in enumerate(views_, 1):
-            if is_done(task, params):
+            try:
+                done = is_done(task, params, network_of)
+            except Exception:  # noqa: BLE001 (its network cannot be loaded: the task's run says why)
+                done = False
+            if done:
                 print(f"[{i}/{n}] {task.label()}: already prepared", file=out, flush=True)
                 continue
             t0 = time.perf_counter()

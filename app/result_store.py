@@ -7,8 +7,11 @@ bookkeeping then needs no file locks.
 
 What: a value is keyed by the SHA-256 of its kind, its exact inputs (the view's instance key, the mechanism,
 ε, its options) and :data:`CODE_VERSION`, a hash of the library's source: a new version of panda computes
-afresh. Values are stored as .npz archives (arrays plus one JSON document, never pickle: whoever can write
-to a shared database must not be able to run code in the servers).
+afresh. A downloaded box's or an uploaded file's instance key carries the fingerprint of its network's content
+(:func:`store_key`): the same box string can name other OpenStreetMap data later (the download cache is bounded,
+a box evicted is downloaded anew) or on another server of the class (each downloads its own copy). Values
+are stored as .npz archives (arrays plus one JSON document, never pickle: whoever can write to a shared
+database must not be able to run code in the servers).
 
 Which: results that do not depend on how long they were allowed to run. Mechanisms whose LP stopped at a time
 limit (an unsolved optimal LP, an unsolved LP on cells) stay in the process's memory cache only; the optimal LP
@@ -45,6 +48,8 @@ from app.game.models import StoredResult
 __all__ = [
     "CODE_VERSION",
     "GAP_TARGET",
+    "network_fingerprint",
+    "store_key",
     "get_mechanism",
     "put_mechanism",
     "get_value",
@@ -228,13 +233,74 @@ def stats(*, url: str | None = None) -> dict:
     return {"entries": int(n), "bytes": int(size), "prepared": int(prepared), "limit_bytes": max_bytes()}
 
 
+# --- which network ---
+
+#: Sources whose network is not a fixed file of the repository: their store keys carry the network's fingerprint.
+FINGERPRINTED = ("bbox:", "file:")
+#: Between a source and its network's fingerprint in a store key's source.
+FINGERPRINT_SEP = "#"
+_FINGERPRINT_ARRAYS = (
+    ("osm_id", np.int64),
+    ("lon", np.float64),
+    ("lat", np.float64),
+    ("street_count", np.int64),
+    ("edge_u", np.int64),
+    ("edge_v", np.int64),
+    ("edge_length_m", np.float64),
+)
+
+
+def network_fingerprint(net: Any) -> str:
+    """The first 16 hex digits of a SHA-256 of a road network's content (its nodes' ids, coordinates and street
+    counts, its edges and their lengths), computed once per network object (kept in its ``_cache``)."""
+    cache = getattr(net, "_cache", None)
+    if isinstance(cache, dict) and "fingerprint" in cache:
+        return cache["fingerprint"]
+    digest = hashlib.sha256()
+    for field, dtype in _FINGERPRINT_ARRAYS:
+        values = np.ascontiguousarray(getattr(net, field), dtype=np.dtype(dtype).newbyteorder("<"))
+        digest.update(f"{field}:{values.shape}".encode())
+        digest.update(values.tobytes())
+    fingerprint = digest.hexdigest()[:16]
+    if isinstance(cache, dict):
+        cache["fingerprint"] = fingerprint
+    return fingerprint
+
+
+def store_key(instance_key: tuple, network: Any) -> tuple:
+    """The instance key a view's results are kept under.
+
+    An embedded city's key is the view's own (a fixed file of the repository). A downloaded box's
+    (``bbox:w,s,e,n``) or an uploaded file's source gets ``#`` and :func:`network_fingerprint` of the network the
+    results are computed on: a box downloaded again with newer OpenStreetMap data, or another server's download
+    of it, never matches results of another network. ``network``: the :class:`panda.RoadNetwork`, or a function
+    returning it (called only for those sources).
+    """
+    source = str(instance_key[0])
+    if not source.startswith(FINGERPRINTED) or FINGERPRINT_SEP in source:
+        return tuple(instance_key)
+    net = network() if callable(network) else network
+    return (f"{source}{FINGERPRINT_SEP}{network_fingerprint(net)}", *tuple(instance_key)[1:])
+
+
+def _instance_inputs(instance_key: tuple) -> list:
+    source = str(instance_key[0])
+    if source.startswith(FINGERPRINTED) and FINGERPRINT_SEP not in source:
+        msg = f"The results of {source!r} are kept under its network's fingerprint: pass store_key(instance_key, net)."
+        raise ValueError(msg)
+    return list(instance_key)
+
+
 # --- mechanisms ---
 
 
 def mechanism_key_inputs(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> list:
-    """The inputs a mechanism is kept under: an LP's time limit is left out (only solved LPs are kept)."""
+    """The inputs a mechanism is kept under: an LP's time limit is left out (only solved LPs are kept).
+
+    ``instance_key``: the view's, through :func:`store_key` (a box's or an upload's needs its fingerprint).
+    """
     opts = [list(o) for o in options if not (name in TIME_LIMITED and o[0] == "time_limit_s")]
-    return [list(instance_key), name, float(epsilon_per_km), opts]
+    return [_instance_inputs(instance_key), name, float(epsilon_per_km), opts]
 
 
 def keepable(name: str, mech: Any) -> bool:
@@ -305,9 +371,10 @@ def curve_key_inputs(instance_key: tuple, method: str, epsilons: tuple, panda_it
 
     No time limit (only complete curves are kept, and a solved point does not depend on it); PAnDA's settings
     only for PAnDA's curves, and never the view's own ε (each point sets its own, panda.compare._build).
+    ``instance_key``: the view's, through :func:`store_key`.
     """
     items = [list(kv) for kv in panda_items if kv[0] != "epsilon_per_km"] if method.startswith("panda") else []
-    return [list(instance_key), method, [float(e) for e in epsilons], _plain(items), int(seed)]
+    return [_instance_inputs(instance_key), method, [float(e) for e in epsilons], _plain(items), int(seed)]
 
 
 def curve_complete(rows: list[dict]) -> bool:

@@ -259,7 +259,8 @@ def baseline(
     in the result store (app/result_store.py) is read from there; one built here is kept there.
     ``_progress`` (not part of the cache key) gets the job's messages, "busy: N ahead of you" included.
     """
-    kept = result_store.get_mechanism(instance_key, name, epsilon_per_km, options)
+    key = _store_key(instance_key)
+    kept = result_store.get_mechanism(key, name, epsilon_per_km, options)
     if kept is not None:  # computed before (by any server of the class, or prepared): at once
         return kept
     limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
@@ -275,10 +276,16 @@ def baseline(
         progress=_progress,
     )
     mech, numbers = out if _numbers else (out, None)
-    result_store.put_mechanism(instance_key, name, epsilon_per_km, options, mech)
+    result_store.put_mechanism(key, name, epsilon_per_km, options, mech)
     if numbers is not None:
-        _keep_numbers(instance_key, name, epsilon_per_km, options, mech, numbers)
+        _keep_numbers(key, name, epsilon_per_km, options, mech, numbers)
     return mech
+
+
+def _store_key(instance_key: tuple) -> tuple:
+    """The key the result store keeps a view's results under (:func:`app.result_store.store_key`): a box's or an
+    upload's carries the fingerprint of the network the view's instance was built on."""
+    return result_store.store_key(instance_key, lambda: instance(*instance_key).network)
 
 
 #: Numbers measured with their mechanism (``baseline(..., _numbers=True)``), for :func:`mechanism_numbers`.
@@ -287,10 +294,8 @@ _FRESH_NUMBERS_MAX = 256
 _FRESH_LOCK = threading.Lock()
 
 
-def _keep_numbers(
-    instance_key: tuple, name: str, epsilon_per_km: float, options: tuple, mech: Any, numbers: dict
-) -> None:
-    inputs = result_store.mechanism_key_inputs(instance_key, name, epsilon_per_km, options)
+def _keep_numbers(store_key: tuple, name: str, epsilon_per_km: float, options: tuple, mech: Any, numbers: dict) -> None:
+    inputs = result_store.mechanism_key_inputs(store_key, name, epsilon_per_km, options)
     with _FRESH_LOCK:
         _FRESH_NUMBERS[repr(inputs)] = numbers
         _FRESH_NUMBERS.move_to_end(repr(inputs))
@@ -399,7 +404,7 @@ def mechanism_numbers(
     out: dict[str, Any] = {"status": mech.status, "audited": False, "loss_m": float(mech.loss_m)}
     if mech.matrix is None:
         return out
-    inputs = result_store.mechanism_key_inputs(instance_key, name, epsilon_per_km, options)
+    inputs = result_store.mechanism_key_inputs(_store_key(instance_key), name, epsilon_per_km, options)
     kept = result_store.get_value("numbers", inputs)
     if kept is not None and kept[0].get("loss_m") == out["loss_m"]:  # the numbers of this very matrix
         return kept[0]
@@ -483,7 +488,7 @@ def tradeoff_method(
     _progress: Callable[[str, float], None] | None = None,
 ) -> list[dict]:
     """One method's curve rows (panda.tradeoff.tradeoff_curve), on a worker (a long job); raises JobError."""
-    inputs = result_store.curve_key_inputs(instance_key, method, epsilons, panda_items, seed)
+    inputs = result_store.curve_key_inputs(_store_key(instance_key), method, epsilons, panda_items, seed)
     kept = result_store.get_value("curve", inputs)
     if kept is not None:  # a complete curve computed before (or prepared)
         return [dict(r, prepared=kept[2]) for r in kept[0]]
@@ -519,11 +524,12 @@ def tradeoff_curve(
     """The privacy-utility curve of a view: panda.tradeoff.tradeoff_curve rows, methods in the given order.
 
     Each method's rows come from :func:`tradeoff_method` (st.cache_data: computed once for all
-    sessions); uncached methods run in parallel worker jobs. ``panda_items`` (:func:`config_items`)
-    only matter to PAnDA, ``lp_time_limit_s`` only to "lp": both are left out of the other methods'
-    cache keys. A method whose worker job fails (time limit, memory, crash) gives rows with
-    ``outcome == "failed"`` and the reason, and is not cached (a rerun tries again). ``_progress``
-    gets ``(message, fraction of the whole curve)`` from several threads.
+    sessions); each uncached method is a worker job, started together, of which at most
+    ``panda.execution.MAX_JOBS_PER_OWNER`` (3) of one session run at once (the others wait their turn).
+    ``panda_items`` (:func:`config_items`) only matter to PAnDA, ``lp_time_limit_s`` only to "lp": both
+    are left out of the other methods' cache keys. A method whose worker job fails (time limit, memory,
+    crash) gives rows with ``outcome == "failed"`` and the reason, and is not cached (a rerun tries
+    again). ``_progress`` gets ``(message, fraction of the whole curve)`` from several threads.
     """
     from panda.tradeoff import HARDER_AS_EPS_FALLS, status_rows
 
