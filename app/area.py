@@ -49,6 +49,7 @@ __all__ = [
     "pending_link_source",
     "show_pending_box",
     "box_just_downloaded",
+    "remember_opened",
     "area_label",
 ]
 
@@ -340,15 +341,17 @@ def download(box: tuple[float, float, float, float]) -> None:
         ss.net_error, ss.net_error_details = download_failure(exc)
         return
     ss.active_source = bbox_source(bbox.as_tuple())
+    remember_opened(ss.active_source)
     ss.net_error = None
     ss.pop("link_notice", None)
     ss.pop("pending_box", None)
 
 
 def check_source(source: str, fallback: str) -> str:
-    """The source to load now: a box in the download cache opens at once (as its grid-rounded box); a box not
-    in it is kept aside (:func:`show_pending_box`) and ``fallback`` is returned. Other sources are returned as
-    they are. Nothing is downloaded.
+    """The source to load now: a box in the download cache, or one this session has opened already
+    (:func:`remember_opened`: the network stays in memory when another download evicts its file), opens at once
+    (as its grid-rounded box); a box neither is kept aside (:func:`show_pending_box`) and ``fallback`` is
+    returned. Other sources are returned as they are. Nothing is downloaded.
     """
     try:
         kind, value = parse_source(source)
@@ -360,10 +363,20 @@ def check_source(source: str, fallback: str) -> str:
         bbox = panda.network.snap_bbox(panda.BoundingBox(*value))  # type: ignore[misc]
     except ValueError:
         return source
-    if panda.network.is_bbox_cached(*bbox.as_tuple()):
-        return bbox_source(bbox.as_tuple())
+    snapped = bbox_source(bbox.as_tuple())
+    cached = panda.network.is_bbox_cached(*bbox.as_tuple())  # also marks the file recently used
+    if cached or snapped in st.session_state.get("opened_boxes", ()):
+        return snapped
     st.session_state.pending_box = {"box": bbox.as_tuple(), "source": fallback, "error": None, "details": ""}
     return fallback
+
+
+def remember_opened(source: str) -> None:
+    """Note that this session's page has loaded the network of ``source`` (a box): :func:`check_source` keeps it
+    on the page in the later runs even when its download-cache file is gone by then."""
+    if source.startswith("bbox:"):
+        opened = st.session_state.setdefault("opened_boxes", set())
+        opened.add(source)
 
 
 def box_just_downloaded() -> tuple[float, float, float, float] | None:

@@ -200,8 +200,14 @@ _FILE_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def bbox_source(bbox: tuple[float, float, float, float]) -> str:
-    """The source string of a bounding box (rounded to 1e-6 degrees, about 0.1 m)."""
-    return "bbox:" + ",".join(f"{v:.6f}".rstrip("0").rstrip(".") for v in bbox)
+    """The source string of a bounding box, rounded to the download grid first (``panda.network.snap_bbox``).
+
+    The one place a box becomes a source: a link's box (:func:`from_query`, hence the prepare command's views),
+    the box the page opens (app.area.check_source) and the one it downloads are then the same string, and so are
+    their instance and result-store keys. Raises ValueError for a box that is not valid.
+    """
+    snapped = panda.network.snap_bbox(panda.BoundingBox(*bbox)).as_tuple()
+    return "bbox:" + ",".join(f"{v:.6f}".rstrip("0").rstrip(".") for v in snapped)
 
 
 def to_config(p: Params, *, solve_relaxed: bool = False) -> panda.PandaConfig:

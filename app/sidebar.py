@@ -156,7 +156,9 @@ def _active_network() -> panda.RoadNetwork:
         ss.w_source_kind, ss.w_city, ss.net_error = SOURCE_CITY, panda.DEFAULT_CITY, None
     try:
         with st.spinner("Loading the road network ..."):  # shown only if it takes more than 0.5 s
-            return state.network(source)
+            net = state.network(source)
+        area.remember_opened(source)  # the next runs keep it, whatever becomes of its cache file
+        return net
     except Exception as exc:  # never a traceback: fall back to the embedded city, say so in the page
         fallback = f"city:{panda.DEFAULT_CITY}"
         reason, details = plain_error(exc)
