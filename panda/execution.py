@@ -504,8 +504,9 @@ class Executor:
     Parameters
     ----------
     address
-        A scheduler address (``tcp://host:port``) to connect to; default: ``PANDA_DASK_SCHEDULER``,
-        else a local cluster.
+        A scheduler address (``tls://host:port``, with the certificates of :data:`TLS_CONFIG_ENV`) to
+        connect to; default: ``PANDA_DASK_SCHEDULER``, else a local cluster. (``tcp://`` to another
+        machine works but is warned about: anyone who can reach that scheduler can run code on it.)
     n_workers
         Local worker processes (default :func:`default_n_workers`); ignored for a named scheduler.
     memory_limit
@@ -545,6 +546,7 @@ class Executor:
         self._flights: dict[str, _Flight] = {}  # by Dask key
         self._owners: dict[tuple[str, str], int] = {}  # (owner, kind) -> jobs in flight (see run's owner)
         self._owner_free = threading.Condition()
+        self._owner_freed: dict[tuple[str, str], float] = {}  # (owner, kind) -> when a slot was last given back
         self._current: dict[str, str] = {}  # job key -> Dask key of its flight
         self._reissued: dict[str, int] = {}  # job key -> times it was stopped (a stopped key is not reused)
         self._procs: list[subprocess.Popen] = []
@@ -610,18 +612,18 @@ class Executor:
         temporary = Security.temporary()
         self._tls_dir = _write_tls_files(temporary)
         tls_files = {"cert": str(self._tls_dir / "cert.pem"), "key": str(self._tls_dir / "key.pem")}
-        # This process reads the same files (held in memory, Dask would write the key to a new temporary
-        # file for every connection).
-        self._security = Security(
-            require_encryption=True,
-            tls_ca_file=tls_files["cert"],
-            **{
-                f"tls_{role}_{kind}": path
-                for role in ("client", "scheduler", "worker")
-                for kind, path in tls_files.items()
-            },
-        )
         try:
+            # This process reads the same files (held in memory, Dask would write the key to a new temporary
+            # file for every connection).
+            self._security = Security(
+                require_encryption=True,
+                tls_ca_file=tls_files["cert"],
+                **{
+                    f"tls_{role}_{kind}": path
+                    for role in ("client", "scheduler", "worker")
+                    for kind, path in tls_files.items()
+                },
+            )
             # Its HTTP routes (plain HTTP, open to every user of the machine on loopback): /health only, not
             # Dask's metrics, task and call-stack pages or its proxy.
             with dask.config.set({"distributed.scheduler.http.routes": list(HTTP_ROUTES)}):
@@ -639,9 +641,18 @@ class Executor:
         except BaseException:
             self._remove_tls_files()
             raise
-        # A job that kills its worker is tried once more, not the default three times.
-        self._cluster.scheduler.allowed_failures = 1
-        address = self._cluster.scheduler_address
+        try:
+            # A job that kills its worker is tried once more, not the default three times.
+            self._cluster.scheduler.allowed_failures = 1
+            address = self._cluster.scheduler_address
+            self._start_workers(address, tls_files, worker_log)
+        except BaseException:  # (the log file cannot be opened, a worker group cannot be started, ...)
+            self._stop_local()  # its scheduler, the workers started already and the certificate folder
+            raise
+        return address
+
+    def _start_workers(self, address: str, tls_files: dict[str, str], worker_log: str | os.PathLike | None) -> None:
+        """Start the local worker processes (``dask worker`` groups) for the scheduler at ``address``."""
         if self._worker_env is None:
             self._worker_env = {
                 **os.environ,
@@ -703,7 +714,6 @@ class Executor:
         finally:
             if log_file is not None:
                 log_file.close()
-        return address
 
     def _remove_tls_files(self) -> None:
         if self._tls_dir is not None:
@@ -781,12 +791,27 @@ class Executor:
     def client(self) -> Any:
         """The ``distributed.Client``, connected on first use (raises JobError if the scheduler is unreachable).
 
-        A local cluster whose scheduler stopped is replaced first (:meth:`_recover`).
+        A local cluster whose scheduler stopped is replaced first (:meth:`_recover`). While another thread
+        replaces it (the new scheduler runs, but :attr:`address` still names the old one), this waits for
+        that thread rather than dial the old address, which would hold the connection lock for
+        :data:`START_TIMEOUT_S`.
         """
-        self._recover()
-        if self._client is None:
-            self._connect()
-        return self._client
+        for _ in range(2):
+            self._recover()
+            client = self._client
+            if client is None and not self.local:
+                self._connect()
+                client = self._client
+            elif client is None:
+                with self._recover_lock:  # no recovery half done
+                    if self._client is None and not self._scheduler_gone():
+                        self._connect()
+                    client = self._client
+            if client is not None:
+                return client
+            # The scheduler stopped again, or the recovery another thread made failed: once more.
+        msg = "the computing cluster could not be started; try again"
+        raise JobClusterLost(msg)
 
     def _connect(self) -> None:
         from distributed import Client
@@ -951,7 +976,12 @@ class Executor:
         function of an importable module); if it has a ``progress`` parameter it gets the reporter.
         Equal jobs in flight share one computation (and one key). Wait with :meth:`result`.
         """
-        return self._submit(fn, args, kwargs, priority, key).future
+        flight = self._submit(fn, args, kwargs, priority, key)
+        if flight.future is None:  # joined while its first caller is still submitting it
+            flight.submitted_event.wait(self.connect_timeout_s + 60.0)
+            if flight.future is None:
+                raise JobError(flight.stopped or "the job could not be submitted in time")
+        return flight.future
 
     def result(
         self,
@@ -1000,7 +1030,8 @@ class Executor:
             The Dask key (default :func:`job_key`: equal jobs share it and run once).
         owner
             Who asks (a dashboard session's id). An owner has at most :data:`MAX_JOBS_PER_OWNER` interactive
-            and as many long jobs in flight (a further call waits here, saying so through ``progress``), and
+            and as many long jobs in flight (a further call waits here, saying so through ``progress``, for
+            as long as they keep finishing: :class:`JobBusy` when none did for ``queue_limit_s``), and
             its n-th job of a kind in flight is queued one priority step below its first: owners are served in
             turn, so a session that opens many jobs does not hold up the others' first ones.
         keep_waiting
@@ -1017,7 +1048,10 @@ class Executor:
         JobError
             The job failed (its exception as ``"Type: message"``, MemoryError, its worker died).
         JobTimeout
-            Past the time limit, or no worker started it within ``queue_limit_s``.
+            Past the time limit (counted from the job's start on a worker).
+        JobBusy
+            (A JobTimeout.) No worker started it within ``queue_limit_s``, or (``owner``) its wait for a slot
+            ran out: the server is busy, not the setting too heavy.
         JobAbandoned
             ``keep_waiting`` said no.
         """
@@ -1045,17 +1079,27 @@ class Executor:
         progress: Callable[[str, float], None] | None,
         keep_waiting: Callable[[], bool] | None,
     ) -> int:
-        """Take one of ``owner``'s job slots (waiting for one if all are taken); return its jobs before it."""
-        deadline = time.monotonic() + self.queue_limit_s
+        """Take one of ``owner``'s job slots (waiting for one if all are taken); return its jobs before it.
+
+        The wait is for the owner's own jobs (a curve's seven methods in three slots), so it goes on for as
+        long as they keep finishing: it ends with :class:`JobBusy` (the server is busy, try again; never
+        "too heavy") only when none of them gave its slot back for ``queue_limit_s``. It does not count
+        against the job's time limit, which starts when a worker starts the job.
+        """
+        began = time.monotonic()
         told = False
         with self._owner_free:
             while self._owners.get(owner, 0) >= MAX_JOBS_PER_OWNER:
                 if keep_waiting is not None and not keep_waiting():
                     msg = "nobody waits for this computation any more"
                     raise JobAbandoned(msg)
-                if time.monotonic() > deadline:
-                    msg = f"this session's other computations kept it waiting {self.queue_limit_s:.0f} s"
-                    raise JobTimeout(msg)
+                if time.monotonic() > max(began, self._owner_freed.get(owner, began)) + self.queue_limit_s:
+                    msg = (
+                        f"the computation waited {self.queue_limit_s:.0f} s without a free worker: this session's "
+                        f"other {MAX_JOBS_PER_OWNER} computations hold its share and none of them finished "
+                        "meanwhile; try again when they have"
+                    )
+                    raise JobBusy(msg)
                 if progress is not None and not told:
                     progress(f"busy: waiting for this session's other {MAX_JOBS_PER_OWNER} computations", 0.0)
                     told = True
@@ -1069,8 +1113,10 @@ class Executor:
             left = self._owners.get(owner, 1) - 1
             if left > 0:
                 self._owners[owner] = left
+                self._owner_freed[owner] = time.monotonic()
             else:
                 self._owners.pop(owner, None)
+                self._owner_freed.pop(owner, None)
             self._owner_free.notify_all()
 
     def jobs_of(self, owner: str) -> int:

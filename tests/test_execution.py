@@ -259,6 +259,45 @@ def test_identical_jobs_share_one_computation(executor, tmp_path):
     assert job_key("run_panda", (a, (), 0)) == job_key("run_panda", (b, (), 0))
 
 
+def test_submit_joining_a_job_still_being_submitted_returns_its_future(executor, monkeypatch):
+    """A second submit of the same job while the first caller is still handing it to the scheduler (the
+    flight is registered, its future not yet there) waits for that future instead of returning None."""
+    entered, release = threading.Event(), threading.Event()
+    real = executor._long_resources
+
+    def held_up() -> dict | None:  # called between the flight's registration and the scheduler's submit
+        entered.set()
+        assert release.wait(60), "the test did not release the first submission"
+        return real()
+
+    monkeypatch.setattr(executor, "_long_resources", held_up)
+    first: dict = {}
+    thread = threading.Thread(
+        target=lambda: first.update(future=executor.submit(started_at, 0.0, "joined-early", priority=LOW))
+    )
+    thread.start()
+    try:
+        assert entered.wait(60), "the first submission did not start"
+        base = job_key("started_at", (0.0, "joined-early"))
+        flight = executor._flights[executor._current[base]]
+        assert flight.future is None
+        second: dict = {}
+        joiner = threading.Thread(
+            target=lambda: second.update(future=executor.submit(started_at, 0.0, "joined-early", priority=LOW))
+        )
+        joiner.start()
+        deadline = time.monotonic() + 60
+        while flight.claims < 2:  # the second call joined the flight
+            assert time.monotonic() < deadline, "the second submit did not join the job in flight"
+            time.sleep(0.02)
+    finally:
+        release.set()
+        thread.join(60)
+    joiner.join(60)
+    assert second["future"] is not None and second["future"] is first["future"] is flight.future
+    assert executor.result(second["future"], timeout_s=60) > 0
+
+
 def test_an_interactive_job_starts_at_once_beside_long_jobs(executor):
     """Two long jobs running/queued on two workers: an interactive job starts while the first long job
     still runs, so it waited for neither of them."""

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import threading
 import time
 from pathlib import Path
 
-import distributed  # noqa: F401 (a runtime dependency: missing, this file fails rather than skips)
+import distributed  # (a runtime dependency: missing, this file fails rather than skips)
 import psutil
 import pytest
 from conftest import ROOT
 from executor_support import in_thread, local_cluster, worker_processes
 
+from panda import execution
 from panda.execution import (
+    SCHEDULER_ENV,
+    Executor,
     JobClusterLost,
     JobError,
     close_executor,
@@ -148,3 +153,111 @@ def test_a_stopped_scheduler_is_replaced_on_the_next_job(executor, tmp_path):
         f"\n[faults] scheduler stopped: the running job failed after {lost_s:.1f} s; "
         f"the next job started a new cluster and returned in {recovered_s:.1f} s"
     )
+
+
+class _WatchedLock:
+    """A lock that tells when the thread named ``name`` asks for it."""
+
+    def __init__(self, lock: threading.Lock, name: str, asked: threading.Event) -> None:
+        self._lock, self._name, self._asked = lock, name, asked
+
+    def acquire(self, *args, **kwargs) -> bool:
+        if threading.current_thread().name == self._name:
+            self._asked.set()
+        return self._lock.acquire(*args, **kwargs)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def test_a_thread_asking_for_the_client_mid_recovery_waits_for_the_new_cluster(executor, monkeypatch, tmp_path):
+    """While one thread replaces a stopped cluster, the new scheduler runs but the executor's address still
+    names the old one. Another thread asking for the client then must wait for the recovery, not dial the
+    old address (a Client would try it for START_TIMEOUT_S, holding the connection lock that the
+    recovery needs next)."""
+    executor.wait_for_workers(2, timeout_s=120)
+    old_address, recoveries = executor.address, executor.recoveries
+    asker_name = "panda-test-asker"
+    decided = threading.Event()  # the asker reached the recovery lock, or dialed
+    dialed: list[tuple[str, str]] = []
+    asked: dict = {}
+    real_connect, real_start = executor._connect, executor._start_local
+
+    def connect() -> None:
+        name = threading.current_thread().name
+        dialed.append((name, executor.address))
+        if name == asker_name:
+            decided.set()
+            if executor.address == old_address:  # (for real: up to START_TIMEOUT_S holding the lock)
+                raise JobError("dialed the stopped scheduler's address")
+        real_connect()
+
+    def start_local(worker_log):
+        address = real_start(worker_log)  # the new scheduler runs; executor.address is still the old one
+        assert executor.address == old_address and executor._client is None
+        asker = threading.Thread(target=lambda: asked.update(client=executor.client), name=asker_name, daemon=True)
+        asked["thread"] = asker
+        asker.start()
+        _wait_for(decided.is_set, 60, "the asking thread to dial or to wait for the recovery")
+        return address
+
+    monkeypatch.setattr(executor, "_connect", connect)
+    monkeypatch.setattr(executor, "_start_local", start_local)
+    monkeypatch.setattr(executor, "_recover_lock", _WatchedLock(executor._recover_lock, asker_name, decided))
+    executor._cluster.sync(executor._cluster.scheduler.close)  # the scheduler is gone
+    client = executor.client  # this thread replaces the cluster
+    asked["thread"].join(60)
+    assert not asked["thread"].is_alive()
+    assert asked.get("client") is client is executor._client, asked
+    assert executor.recoveries == recoveries + 1
+    assert executor.address != old_address
+    assert [address for _, address in dialed] == [executor.address], dialed  # once, by the recovery
+    monkeypatch.undo()
+    assert executor.run(noted, str(tmp_path / "after.txt"), 0.0, timeout_s=120) > 0
+
+
+def test_a_local_start_that_fails_leaves_no_scheduler_workers_or_certificates(monkeypatch):
+    """The second worker group cannot be started (Popen raises): the executor is not made, and the scheduler
+    it started in this process, the first worker group and the certificate folder are all gone."""
+    from distributed.core import Status
+
+    folders: list[Path] = []
+    clusters: list = []
+    groups: list[subprocess.Popen] = []
+    real_write, real_popen, real_cluster = execution._write_tls_files, subprocess.Popen, distributed.LocalCluster
+
+    def write_tls_files(security) -> Path:
+        folders.append(real_write(security))
+        return folders[-1]
+
+    def cluster(*args, **kwargs):
+        clusters.append(real_cluster(*args, **kwargs))
+        return clusters[-1]
+
+    def popen(cmd, *args, **kwargs):
+        if "distributed.cli.dask_worker" not in cmd:
+            return real_popen(cmd, *args, **kwargs)
+        if groups:
+            raise OSError("no more processes")
+        groups.append(real_popen(cmd, *args, **kwargs))
+        return groups[-1]
+
+    monkeypatch.delenv(SCHEDULER_ENV, raising=False)
+    monkeypatch.setattr(execution, "_write_tls_files", write_tls_files)
+    monkeypatch.setattr(distributed, "LocalCluster", cluster)
+    monkeypatch.setattr(execution.subprocess, "Popen", popen)
+    with pytest.raises(OSError, match="no more processes"):
+        Executor(n_workers=2, memory_limit=2**30)
+    monkeypatch.undo()
+    assert len(folders) == len(clusters) == len(groups) == 1
+    assert not folders[0].exists()
+    assert clusters[0].status == Status.closed and clusters[0].scheduler.status == Status.closed
+    assert groups[0].poll() is not None  # stopped and reaped

@@ -25,7 +25,9 @@ from panda.execution import (
     MAX_JOBS_PER_OWNER,
     Executor,
     JobAbandoned,
+    JobBusy,
     JobError,
+    job_key,
 )
 
 
@@ -56,6 +58,31 @@ def first_short(seconds: float, tag: str) -> float:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
+
+def _wait_for(condition, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _flight_of(executor: Executor, fn, *args):
+    """The flight in ``executor`` of job ``fn(*args)`` once it is submitted (its future is there), else None."""
+    with executor._lock:
+        flight = executor._flights.get(executor._current.get(job_key(fn.__name__, args), ""))
+    return flight if flight is not None and flight.future is not None else None
+
+
+def _started(executor: Executor, fn, *args) -> bool:
+    flight = _flight_of(executor, fn, *args)
+    return flight is not None and flight.started is not None
+
+
+def _until(moment: float) -> None:
+    """Let the clock reach ``moment`` (time.monotonic): for the tests of a time limit itself."""
+    while time.monotonic() < moment:
+        time.sleep(0.05)
 
 
 def _occupy_both_workers(executor: Executor, seconds: float, tag: str) -> list:
@@ -111,7 +138,7 @@ def test_sessions_are_served_in_turn(executor):
     hog = []
     for k in range(3):
         hog.append(in_thread(executor.run, started_at, 0.3, f"hog-{k}", timeout_s=60, priority=LOW, owner="hog"))
-        time.sleep(0.2)  # submitted in this order
+        _wait_for(lambda k=k: _flight_of(executor, started_at, 0.3, f"hog-{k}") is not None, f"hog-{k}'s submission")
     fair_thread, fair = in_thread(executor.run, started_at, 0.3, "fair", timeout_s=60, priority=LOW, owner="fair")
     for thread, _ in [*hog, (fair_thread, fair)]:
         thread.join(90)
@@ -122,8 +149,7 @@ def test_sessions_are_served_in_turn(executor):
 
 def test_a_waiting_job_says_how_many_go_before_it(executor):
     blockers = _occupy_both_workers(executor, 2.5, "ahead-block")
-    queued = [executor.submit(started_at, 0.2, f"ahead-{k}", priority=HIGH) for k in range(2)]
-    time.sleep(0.2)
+    queued = [executor.submit(started_at, 0.2, f"ahead-{k}", priority=HIGH) for k in range(2)]  # in flight now
     messages: list[str] = []
     executor.run(started_at, 0.1, "ahead-me", timeout_s=60, priority=HIGH, progress=lambda p, _f: messages.append(p))
     assert "busy: 2 ahead of you" in messages, messages
@@ -137,8 +163,9 @@ def test_a_job_nobody_waits_for_is_withdrawn(executor):
     thread, box = in_thread(
         executor.run, started_at, 0.1, "gone-queued", timeout_s=60, owner="left", keep_waiting=lambda: not gone.is_set()
     )
-    time.sleep(0.3)
-    (flight,) = [f for f in executor._flights.values() if f.base.startswith("started_at") and f.started is None]
+    _wait_for(lambda: _flight_of(executor, started_at, 0.1, "gone-queued") is not None, "the job's submission")
+    flight = _flight_of(executor, started_at, 0.1, "gone-queued")
+    assert flight.started is None  # queued behind the blockers
     gone.set()
     thread.join(5)
     assert isinstance(box.get("error"), JobAbandoned)
@@ -159,7 +186,7 @@ def test_a_long_job_is_stopped_when_its_session_leaves_but_kept_while_another_wa
         executor.run, started_at, 4.0, "shared-long", timeout_s=60, priority=LOW, keep_waiting=lambda: not gone.is_set()
     )
     stayer, stay_box = in_thread(executor.run, started_at, 4.0, "shared-long", timeout_s=60, priority=LOW)
-    time.sleep(1.0)
+    _wait_for(lambda: getattr(_flight_of(executor, started_at, 4.0, "shared-long"), "claims", 0) == 2, "both claims")
     gone.set()
     leaver.join(5)
     stayer.join(60)
@@ -171,7 +198,7 @@ def test_a_long_job_is_stopped_when_its_session_leaves_but_kept_while_another_wa
     thread, box = in_thread(
         executor.run, started_at, 60.0, "alone-long", timeout_s=90, priority=LOW, keep_waiting=lambda: not gone.is_set()
     )
-    time.sleep(1.5)
+    _wait_for(lambda: _started(executor, started_at, 60.0, "alone-long"), "the long job to start")
     gone.set()
     thread.join(5)
     assert isinstance(box.get("error"), JobAbandoned)
@@ -251,8 +278,8 @@ def test_long_workers_yield_the_cores(executor):
 def test_a_sessions_later_interactive_jobs_stay_interactive(executor):
     """A session's second and third interactive jobs are queued a step or two below HIGH, still far above
     LOW: they must not become long jobs (which only the workers with the long resource may run)."""
-    blocker = executor.submit(first_long, 4.0, priority=LOW)  # the long worker is busy
-    time.sleep(0.5)
+    blocker = executor.submit(first_long, 4.0, priority=LOW)
+    _wait_for(lambda: _started(executor, first_long, 4.0), "the long job to start")  # the long worker is busy
     runs = [
         in_thread(executor.run, first_short, 0.0, f"later-{k}", timeout_s=60, priority=HIGH, owner="later")
         for k in range(MAX_JOBS_PER_OWNER)
@@ -263,3 +290,63 @@ def test_a_sessions_later_interactive_jobs_stay_interactive(executor):
     starts = sorted(box["value"] - t0 for _, box in runs)
     assert starts[-1] < 3.0, starts  # on the interactive worker, not behind the long job
     executor.result(blocker, timeout_s=60)
+
+
+def test_a_slot_wait_that_runs_out_says_the_server_is_busy_not_that_the_setting_is_too_heavy(executor, monkeypatch):
+    """A session whose long slots stay taken (a curve's first three methods) and none of them finishes: its
+    fourth job's wait ends with JobBusy, which the page shows as "try again", not as a too heavy setting."""
+    from app.common import RETRY_HINT, job_failure
+
+    slots = ("full", "long")
+    for _ in range(MAX_JOBS_PER_OWNER):
+        executor._enter(slots, None, None)
+    monkeypatch.setattr(executor, "queue_limit_s", 1.0)
+    messages: list[str] = []
+    try:
+        with pytest.raises(JobBusy) as info:
+            executor.run(
+                started_at,
+                0.0,
+                "full-4th",
+                timeout_s=60,
+                priority=LOW,
+                owner="full",
+                progress=lambda p, _f: messages.append(p),
+            )
+    finally:
+        for _ in range(MAX_JOBS_PER_OWNER):
+            executor._leave(slots)
+    assert any(m.startswith("busy: waiting for this session's other") for m in messages), messages
+    headline, hint = job_failure(info.value)
+    assert "too heavy" not in headline and hint == RETRY_HINT, (headline, hint)
+    assert executor.jobs_of("full") == 0
+    assert _flight_of(executor, started_at, 0.0, "full-4th") is None  # never submitted
+
+
+def test_a_slot_wait_lasts_while_the_sessions_own_jobs_keep_finishing(executor, monkeypatch):
+    """Two jobs wait for the session's three taken slots (a curve's methods 4 and 5). One slot is given back
+    half-way through the limit, the next only after it: the second waiter waited longer than the limit in
+    all, but never longer than the limit since the session's last job finished, so it gets its slot."""
+    limit = 10.0
+    monkeypatch.setattr(executor, "queue_limit_s", limit)
+    slots = ("curve", "long")
+    for _ in range(MAX_JOBS_PER_OWNER):
+        executor._enter(slots, None, None)
+    t0 = time.monotonic()
+    waiters = [in_thread(executor._enter, slots, None, None) for _ in range(2)]
+    try:
+        _until(t0 + 0.5 * limit)
+        executor._leave(slots)
+        _wait_for(lambda: sum(not t.is_alive() for t, _ in waiters) == 1, "a waiter to take the slot")
+        _until(t0 + 1.2 * limit)  # past the other waiter's limit counted from its start
+        assert [t.is_alive() for t, _ in waiters].count(True) == 1, [box for _, box in waiters]
+        executor._leave(slots)
+        for thread, _ in waiters:
+            thread.join(60)
+        assert [box.get("value") for _, box in waiters] == [MAX_JOBS_PER_OWNER - 1] * 2, waiters
+    finally:
+        with executor._owner_free:
+            held = executor._owners.get(slots, 0)
+        for _ in range(held):
+            executor._leave(slots)
+    assert executor.jobs_of("curve") == 0
