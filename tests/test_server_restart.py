@@ -4,7 +4,14 @@ results included.
 The Optimal (LP) mechanism of a small Kotka view is prepared into a fresh class database (as ``python -m
 panda prepare`` does); a server on that database shows it in Chromium, marked as prepared; the server is
 killed (SIGKILL, no goodbye) and a new one started on the same port and database. The open page reconnects by
-itself and shows the same view and numbers, still marked prepared; a fresh tab opened at the link does too.
+itself; on its next action the new server, with nothing in memory, draws the same view and numbers, still
+marked prepared; a fresh tab opened at the link does too.
+
+A reconnected page that was idle is not rerun by Streamlit (1.53: only a page that never had a session, or was
+running, asks for a run on reconnection): it goes on showing what the old server drew. So the test asks for the
+rerun (the "r" shortcut, as any click would) and waits until the new server's connection says the script run
+finished before it reads the page: what it reads then is what the new server drew (a finished run removes
+every element it did not draw).
 """
 
 from __future__ import annotations
@@ -71,6 +78,33 @@ def _connected(pid: int, port: int) -> bool:
     )
 
 
+#: Whether the page's frontend says it is connected to a server (it says CONNECTING meanwhile).
+_CONNECTED_JS = """() => document.querySelector('[data-test-connection-state]')
+    ?.getAttribute('data-test-connection-state') === 'CONNECTED'"""
+
+
+class _Runs:
+    """The script runs the page's server connections report: per websocket, the ``script_finished`` statuses."""
+
+    def __init__(self, page) -> None:
+        self.finished: list[list[int]] = []
+        page.on("websocket", self._opened)
+
+    def _opened(self, ws) -> None:
+        finished: list[int] = []
+        self.finished.append(finished)
+
+        def received(payload: bytes | str) -> None:
+            from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+            if isinstance(payload, bytes):
+                msg = ForwardMsg.FromString(payload)
+                if msg.WhichOneof("type") == "script_finished":
+                    finished.append(msg.script_finished)
+
+        ws.on("framereceived", received)
+
+
 def _shows_the_prepared_view(page) -> str:
     page.get_by_text(PREPARED, exact=False).first.wait_for(timeout=120_000)
     _wait_idle(page, timeout_s=120)
@@ -97,18 +131,27 @@ def test_a_restarted_server_brings_the_lesson_back_with_its_prepared_results(tmp
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     try:
         page = context.new_page()
+        runs = _Runs(page)
         page.goto(url, wait_until="domcontentloaded")
         before = _shows_the_prepared_view(page)
         assert before and before != "—", before
+        assert len(runs.finished) == 1 and runs.finished[0], runs.finished  # the old server's connection
+        assert page.evaluate(_CONNECTED_JS)
 
         _kill(proc)
         proc = _serve(port, db)  # the same address and database, nothing in memory
         t0 = time.perf_counter()
-        # The open page reconnects by itself (a websocket to the new server) and reruns its link.
+        # The open page reconnects by itself (a websocket to the new server) ...
         deadline = time.monotonic() + 120
-        while not _connected(proc.pid, port):
+        while not (_connected(proc.pid, port) and len(runs.finished) > 1 and page.evaluate(_CONNECTED_JS)):
             assert time.monotonic() < deadline, "the open page did not reconnect to the new server"
-            time.sleep(0.2)
+            page.wait_for_timeout(200)
+        # ... and its next action is a run on the new server, finished (status 0: FINISHED_SUCCESSFULLY).
+        page.keyboard.press("r")
+        deadline = time.monotonic() + 120
+        while 0 not in runs.finished[-1]:
+            assert time.monotonic() < deadline, f"the new server did not finish a run of the open page: {runs.finished}"
+            page.wait_for_timeout(200)
         assert _shows_the_prepared_view(page) == before
         print(f"\n[restart] the open page showed the prepared view again {time.perf_counter() - t0:.1f} s after")
         assert "mech=lp" in page.url and "eps=3" in page.url
