@@ -30,7 +30,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ct
 import panda
 from app import result_store, views
 from app.params import parse_source
-from panda.execution import HIGH, LOW, Executor, close_executor, default_n_workers, get_executor
+from panda.execution import HIGH, LOW, Executor, JobBusy, close_executor, default_n_workers, get_executor
 
 __all__ = [
     "MAX_LOWER_BOUND_ROWS",
@@ -556,6 +556,8 @@ def tradeoff_curve(
             results[method] = tradeoff_method(
                 instance_key, method, eps, items, int(seed), limit, _progress=relay(method)
             )
+        except JobBusy:  # the class's queue, not the method: say so, and the next visit tries again
+            results[method] = status_rows(method, eps, "busy: every worker was taken; open the curve again")
         except Exception as exc:  # noqa: BLE001 (a worker failure is a row, never the page's exception)
             results[method] = status_rows(method, eps, f"failed: {exc}")
         relay(method)("done", 1.0)

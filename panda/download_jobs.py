@@ -294,7 +294,7 @@ def download_bbox(
 def _run_job(run: Callable[..., Any], bbox: pn.BoundingBox, network_type: str, timeout_s: float) -> dict:
     import osmnx as ox
 
-    from panda.execution import LOW, MEMORY_MESSAGE, JobError, JobTimeout
+    from panda.execution import LOW, MEMORY_MESSAGE, JobBusy, JobError, JobTimeout
 
     url = os.environ.get(OVERPASS_URL_ENV, "").strip() or ox.settings.overpass_url
     try:
@@ -308,7 +308,7 @@ def _run_job(run: Callable[..., Any], bbox: pn.BoundingBox, network_type: str, t
             priority=LOW,
         )
     except JobTimeout as exc:
-        if "without a free worker" in str(exc):
+        if isinstance(exc, JobBusy):  # no worker (or no slot of this session's) in time
             msg = "The download could not start: every computing worker of this server is busy. Try again in a moment."
             raise DownloadBusy(msg) from None
         msg = (

@@ -158,6 +158,8 @@ def _outcome(status: str) -> str:
         return "solved"
     if status.startswith("skipped"):
         return "skipped"
+    if status.startswith("busy"):  # not run: the dashboard's workers were taken (not a fault of the method)
+        return "busy"
     if "time limit" in status.lower():
         return "time limit"
     return "failed"

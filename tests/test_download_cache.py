@@ -345,3 +345,15 @@ def test_a_download_past_its_time_limit_is_stopped(executor, stub, tmp_path):
     assert elapsed < 30.0
     assert len(executor.restarted) == restarted + 1
     assert not (tmp_path / "networks").exists()
+
+
+def test_no_free_worker_in_time_is_a_busy_message_whatever_its_words(stub, tmp_path):
+    """The executor's JobBusy (no worker, or no slot of this session's, in time) is "busy", not "too slow"."""
+    from panda.execution import JobBusy
+
+    def busy_run(*args, **kwargs):
+        raise JobBusy("this session already has 3 long jobs running")
+
+    with pytest.raises(dj.DownloadBusy, match="every computing worker of this server is busy"):
+        dj.download_bbox(*OAKLAND_BBOX, cache_dir=tmp_path, run=busy_run)
+    assert stub.requests == []

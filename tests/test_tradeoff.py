@@ -209,6 +209,26 @@ def test_failures_skips_and_estimates_never_raise(tiny, monkeypatch):
     assert all(by[("em-br", e)]["outcome"] == "solved" for e in (1.0, 5.0, 50.0))
 
 
+def test_a_method_the_busy_queue_never_ran_is_busy_not_failed(monkeypatch):
+    """The dashboard's curve: a method whose job found no free worker (JobBusy) is a "busy" row, not a failure."""
+    from app import state
+    from panda.execution import JobBusy
+
+    def fake(instance_key, method, eps, items, seed, limit, _progress=None):
+        if method == "em":
+            raise JobBusy("waited 300 s without a free worker")
+        return tradeoff.status_rows(method, eps, "solved")
+
+    monkeypatch.setattr(state, "tradeoff_method", fake)
+    rows = state.tradeoff_curve(
+        ("city:kotka", 40, 5, 10, 0, "road", 1, "uniform"), ("em", "em-br"), (1.0, 5.0), (), 0, 5.0
+    )
+    by = {(r["method"], r["epsilon_per_km"]): r for r in rows}
+    assert [by[("em", e)]["outcome"] for e in (1.0, 5.0)] == ["busy", "busy"]
+    assert by[("em", 1.0)]["status"].startswith("busy: ")
+    assert by[("em-br", 5.0)]["outcome"] == "solved"
+
+
 def test_bad_arguments(tiny):
     with pytest.raises(ValueError, match="methods"):
         tradeoff_curve(tiny, ("nope",), EPS)
