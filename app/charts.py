@@ -23,6 +23,7 @@ __all__ = [
     "excess_histogram",
     "mdp_allowance",
     "violation_probability_histogram",
+    "class_rounds",
 ]
 
 _MARGIN = {"l": 10, "r": 10, "t": 50, "b": 10}
@@ -97,7 +98,9 @@ def budget_split(shares: dict, *, height: int = 320) -> go.Figure:
     for name, note in zip(names, notes, strict=True):
         if note:
             fig.add_annotation(x=name, y=base, yanchor="bottom", text=note, showarrow=False, font={"size": 11})
-    return _layout(fig, "Privacy budget split per anchor pair (median, quartiles)", height=height)
+    # Two short lines: the Explore page's right column is about 310 px wide at 1280 with the sidebar open.
+    title = "Privacy budget split per anchor pair<br><span style='font-size:12px'>median and quartiles</span>"
+    return _layout(fig, title, height=height)
 
 
 def budget_note(shares: dict) -> str:
@@ -501,5 +504,60 @@ def violation_probability_histogram(user_p: np.ndarray, record_p: np.ndarray, de
     _layout(fig, "Exact violation probability per pair (PmDP promises ≤ δ)", height=320)
     fig.update_layout(
         showlegend=True, legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"}
+    )
+    return fig
+
+
+def _number(value: object) -> float | None:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def class_rounds(rows: list[dict], colors: dict[str, str], *, height: int = 260) -> go.Figure:
+    """The class's median error and the Bayes attacker's against ε, one point per revealed round.
+
+    The ε axis is logarithmic with the rounds' own ε values as its only ticks (one round: one tick), and each
+    line joins only the rounds that have its number (a round revealed without guesses has a Bayes error but
+    no class median: the class's line goes past it instead of breaking).
+    """
+    rows = sorted(rows, key=lambda r: float(r["epsilon_per_km"]))
+    fig = go.Figure()
+    series = (
+        ("class_median_m", "Class (median)", {"color": colors.get("class", "#000"), "size": 10}),
+        ("bayes_expected_m", "Bayes attacker", {"color": colors.get("bayes", "#555"), "size": 10, "symbol": "diamond"}),
+    )
+    for key, name, marker in series:
+        pts = [(float(r["epsilon_per_km"]), _number(r.get(key))) for r in rows]
+        pts = [(x, y) for x, y in pts if y is not None]
+        fig.add_scatter(
+            x=[x for x, _ in pts],
+            y=[y for _, y in pts],
+            mode="markers+lines",
+            name=name,
+            marker=marker,
+            hovertemplate="ε = %{x:g}/km: %{y:,.0f} m<extra>" + name + "</extra>",
+        )
+    eps = sorted({float(r["epsilon_per_km"]) for r in rows if float(r["epsilon_per_km"]) > 0})
+    xaxis: dict = {"title": {"text": "ε (1/km)"}, "type": "log"}
+    if eps:
+        lo, hi = math.log10(eps[0]), math.log10(eps[-1])
+        pad = max(0.12 * (hi - lo), 0.25)
+        xaxis |= {
+            "tickmode": "array",
+            "tickvals": eps,
+            "ticktext": [f"{e:g}" for e in eps],
+            "range": [lo - pad, hi + pad],
+            "minor": {"showgrid": False, "ticks": ""},
+        }
+    fig.update_layout(
+        height=height,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        xaxis=xaxis,
+        yaxis_title="error (m)",
+        yaxis_rangemode="tozero",
+        legend={"orientation": "h", "y": -0.35},
     )
     return fig

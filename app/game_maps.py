@@ -17,11 +17,18 @@ import panda
 from app.lesson_maps import A_COLOR, B_COLOR, GUESS_COLOR, CompactDeck
 from app.maps import TOOLTIP_STYLE, fit_view, roads_layer
 
-__all__ = ["student_deck", "host_deck", "PLACES"]
+__all__ = ["student_deck", "student_legend", "host_deck", "PLACES", "STUDENT_MARKERS"]
 
 PLACES = "places"
 REPORT_FILL = [255, 255, 255, 255]
 RIM = [20, 20, 20, 255]
+#: A student's markers: radius and outline width, pixels, before and after the reveal. Drawn largest first, so
+#: markers on one place nest as rings (the truth's orange around the Bayes attacker's blue around the white
+#: report around the black guess): each ring at least 2.5 px wide even when all four are on the same place.
+STUDENT_MARKERS = {
+    "open": {"report": (10.0, 2.0), "guess": (6.5, 1.0)},
+    "revealed": {"truth": (16.0, 1.0), "bayes": (12.0, 1.0), "report": (8.0, 2.0), "guess": (4.0, 1.0)},
+}
 
 
 def _pos(instance: panda.Instance, x: int) -> list[float]:
@@ -42,7 +49,10 @@ def _places(instance: panda.Instance, *, radius_px: float, pickable: bool) -> pd
     )
 
 
-def _markers(data: list[dict], layer_id: str, radius_px: float = 9, *, pickable: bool = True) -> pdk.Layer:
+def _markers(
+    data: list[dict], layer_id: str, radius_px: float | str = 9, *, line_px: float | str = 3, pickable: bool = True
+) -> pdk.Layer:
+    """Markers with an outline; ``radius_px`` and ``line_px``: a number, or the name of each datum's field."""
     return pdk.Layer(
         "ScatterplotLayer",
         data=data,
@@ -53,7 +63,8 @@ def _markers(data: list[dict], layer_id: str, radius_px: float = 9, *, pickable:
         radius_units="'pixels'",
         stroked=True,
         get_line_color="l",
-        line_width_min_pixels=3,
+        get_line_width=line_px,
+        line_width_units="'pixels'",
         pickable=pickable,
     )
 
@@ -82,23 +93,37 @@ def student_deck(
     outputs = np.asarray(instance.outputs)
     revealed = secret is not None
     layers = [roads_layer(segments), _places(instance, radius_px=4.5 if not revealed else 2.5, pickable=not revealed)]
-    marks = [
-        {"p": _pos(instance, int(outputs[j])), "c": REPORT_FILL, "l": RIM, "tooltip": f"Your report {n + 1}"}
-        for n, j in enumerate(reports)
-    ]
+    sizes = STUDENT_MARKERS["revealed" if revealed else "open"]
+
+    def mark(kind: str, x: int, fill: list[int], line: list[int], tooltip: str) -> dict:
+        r, w = sizes[kind]
+        return {"p": _pos(instance, x), "c": fill, "l": line, "r": r, "w": w, "tooltip": tooltip}
+
+    marks = [mark("report", int(outputs[j]), REPORT_FILL, RIM, f"Your report {n + 1}") for n, j in enumerate(reports)]
     if guess is not None:
-        marks.append({"p": _pos(instance, guess), "c": GUESS_COLOR, "l": REPORT_FILL, "tooltip": "Your guess"})
+        marks.append(mark("guess", guess, GUESS_COLOR, REPORT_FILL, "Your guess"))
     if revealed:
         if bayes_place is not None:
-            marks.append(
-                {"p": _pos(instance, bayes_place), "c": B_COLOR, "l": REPORT_FILL, "tooltip": "The Bayes attacker"}
-            )
-        marks.append({"p": _pos(instance, secret), "c": A_COLOR, "l": REPORT_FILL, "tooltip": "Where it was made"})
+            marks.append(mark("bayes", bayes_place, B_COLOR, REPORT_FILL, "The Bayes attacker's guess"))
+        marks.append(mark("truth", secret, A_COLOR, REPORT_FILL, "Where it was made"))
         if guess is not None:
             layers.append(_line([(guess, secret)], instance))
+    marks.sort(key=lambda m: -m["r"])  # deck.gl draws later data on top: the smaller markers last
     # Not pickable while the round is open: a tap on the guess or a report reaches the place under it.
-    layers.append(_markers(marks, "marks", radius_px=10, pickable=revealed))
+    layers.append(_markers(marks, "marks", radius_px="r", line_px="w", pickable=revealed))
     return _deck(layers, instance, width_px, height_px)
+
+
+def student_legend(n_reports: int, *, guess: int | None, secret: int | None, bayes_place: int | None) -> str:
+    """The student's map caption: one colour per marker drawn ("White: your report · black: your guess · ...")."""
+    parts = [f"White: your report{'s' if n_reports > 1 else ''}"]
+    if guess is not None or secret is None:
+        parts.append("black: your guess")
+    if secret is not None:
+        parts.append(f"orange: where {'they were' if n_reports > 1 else 'it was'} made")
+        if bayes_place is not None:
+            parts.append("blue: the Bayes attacker's guess")
+    return " · ".join(parts)
 
 
 def _line(pairs: list[tuple[int, int]], instance: panda.Instance) -> pdk.Layer:

@@ -27,6 +27,10 @@ __all__ = [
     "posterior",
     "bayes_guess",
     "times",
+    "geoind_verdict",
+    "DecayAgreement",
+    "decay_agreement",
+    "same_decay_sentence",
 ]
 
 #: Mechanism key (stable option value) -> (label, one line for students). The order is the selector's.
@@ -197,3 +201,89 @@ def posterior(prior: np.ndarray, matrix: np.ndarray, y: int) -> np.ndarray:
 def bayes_guess(post: np.ndarray, distance_m: np.ndarray) -> int:
     """The Bayes-optimal guess: the record with the least expected distance to the truth under ``post``."""
     return int(np.argmin(np.asarray(post, dtype=float) @ np.asarray(distance_m, dtype=float)))
+
+
+def geoind_verdict(rate: float) -> str:
+    """The *Geo-ind.* metric's value for a failed check: "✗ 21 %", "✗ 0.4 %", "✗ <0.1 %".
+
+    Short enough for a third of the Lesson's right column at 1280x720 with the sidebar open (the share's
+    meaning is in the metric's help).
+    """
+    if not math.isfinite(rate):
+        return "✗"
+    if rate >= 0.01:
+        return f"✗ {100 * rate:.0f} %"
+    if rate >= 0.001:
+        return f"✗ {100 * rate:.1f} %"
+    return "✗ <0.1 %"
+
+
+@dataclass(frozen=True)
+class DecayAgreement:
+    """How close two PAnDA decays' selection probabilities are on one view (see :func:`decay_agreement`)."""
+
+    gamma_km: float
+    #: The largest relative difference of the two selection probabilities at distances below gamma.
+    max_rel_near: float
+    #: The two far values (every record at distance >= gamma).
+    far: tuple[float, float]
+
+    @property
+    def max_rel(self) -> float:
+        """The largest relative difference at any distance (below gamma, or the far values)."""
+        a, b = self.far
+        return max(self.max_rel_near, abs(a - b) / max(a, b))
+
+
+def decay_agreement(
+    config_a: panda.PandaConfig,
+    config_b: panda.PandaConfig,
+    instance: panda.Instance,
+    *,
+    n_points: int = 2000,
+) -> DecayAgreement | None:
+    """Compare two configs' selection probabilities w(d) on ``instance`` (``None`` if their gammas differ).
+
+    gamma is what a run uses (:func:`panda.anchors.resolve_gamma_km`); below it w is each decay's h(d)
+    (sampled on ``n_points`` distances from 0), beyond it each config's constant far value.
+    """
+    from panda.anchors import far_value, resolve_gamma_km, selection_probabilities
+
+    gamma_a, gamma_b = resolve_gamma_km(config_a, instance), resolve_gamma_km(config_b, instance)
+    if not math.isclose(gamma_a, gamma_b, rel_tol=1e-9):
+        return None
+    d = np.linspace(0.0, gamma_a, n_points, endpoint=False)
+    wa = selection_probabilities(d, config_a, gamma_km=gamma_a)
+    wb = selection_probabilities(d, config_b, gamma_km=gamma_a)
+    rel = float(np.max(np.abs(wa - wb) / np.maximum(wa, wb)))
+    return DecayAgreement(gamma_a, rel, (far_value(config_a, gamma_a), far_value(config_b, gamma_a)))
+
+
+#: Below this relative difference of w, two decays are said to give (nearly) the same mechanism.
+SAME_DECAY_REL = 1e-3
+
+
+def _sci(v: float) -> str:
+    """0.000095 -> "9.5·10⁻⁵" (3 significant digits at most)."""
+    if v == 0 or 1e-3 <= abs(v) < 1e4:
+        return f"{v:.3g}"
+    mant, exp = f"{v:.2e}".split("e")
+    sup = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    return f"{float(mant):g}·10{str(int(exp)).translate(sup)}"
+
+
+def same_decay_sentence(
+    agreement: DecayAgreement | None, n_records: int, names: tuple[str, str] = ("PAnDA-e", "PAnDA-l")
+) -> str:
+    """One markdown sentence when two decays' selection probabilities (nearly) agree on this view, else ""."""
+    if agreement is None or not agreement.max_rel < SAME_DECAY_REL:
+        return ""
+    a, b = agreement.far
+    far = f"both are {_sci(a)}" if _sci(a) == _sci(b) else f"they are {_sci(a)} and {_sci(b)}"
+    near = agreement.max_rel_near
+    near_text = f"{100 * near:.2g} %" if near >= 5e-5 else "less than 0.005 %"
+    return (
+        f"**{names[0]} and {names[1]} agree here.** At K = {n_records:,} (γ = {fmt_m(1000 * agreement.gamma_km)}) "
+        f"their selection probabilities differ by at most {near_text} below γ and {far} beyond it, so the "
+        "exponential and logistic decays draw (nearly) the same anchors and give (nearly) the same mechanism."
+    )

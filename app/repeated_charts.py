@@ -19,11 +19,12 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from app.analysis import fmt_m
 from app.lesson import times
 from app.palette import OKABE_ITO
 from panda.repeated import MAX_REPORTS, RepeatedReports
 
-__all__ = ["PALETTE", "budget_sentence", "repeated_figure"]
+__all__ = ["PALETTE", "budget_sentence", "error_sentence", "repeated_figure"]
 
 #: One colour per mechanism, in the order given, when no colours are passed: Okabe-Ito, told apart under
 #: the common colour-vision deficiencies (see app/palette.py; its yellow is too light for a line).
@@ -163,6 +164,28 @@ def budget_sentence(k: int, epsilon_per_km: float) -> str:
         f"{k} reports at ε = {eps:,g}/km cost {k} × {eps:,g} = **{total:,g}/km**: together they may be up to "
         f"{_power(all_k)} = **{_factor(all_k)}** likelier {where} (one report: {_power(one)} = {_factor(one)}). "
         f"Re-sending the first report keeps the cost at {eps:,g}/km."
+    )
+
+
+def error_sentence(label: str, shown: RepeatedReports, k: int, epsilon_per_km: float) -> str:
+    """A markdown sentence: the attacker's error after k reports of ``shown``, against one report and the re-send.
+
+    At k = 1 there is nothing to compare yet: one report costs ε, and the sentence says to move k.
+    """
+    i = shown.ks.index(k)
+    eps = float(epsilon_per_km)
+    spread = f" (± {fmt_m(2 * shown.stderr_m[i])})" if not shown.exact[i] else ""
+    if k == 1:
+        return (
+            f"**{label}:** after one report the attacker's average error is **{fmt_m(shown.error_m[i])}**{spread}, "
+            f"for a budget of ε = {eps:g}/km. Move k to see what more reports from the same place give away, and "
+            "what re-sending the first one keeps."
+        )
+    return (
+        f"**{label}:** after {k} independent reports the attacker's average error is "
+        f"**{fmt_m(shown.error_m[i])}**{spread}, against {fmt_m(shown.single_report_error_m)} after one. "
+        f"Re-sending the first report instead keeps it at {fmt_m(shown.defence_error_m[i])}, for a budget of "
+        f"ε = {eps:g}/km, not {k * eps:g}/km."
     )
 
 

@@ -4,8 +4,11 @@ Phones (``max-width: 640px``, e.g. 390x844): Streamlit stacks ``st.columns`` in 
 Lesson the map (the left column) came before the mechanism, ε and the places, and the title hid under
 Streamlit's 60 px header. :data:`_PHONE` lifts the right column's children into the Lesson's main row
 (``display: contents``) and orders them: the controls and the key numbers, then the map (shorter), then
-the tabs. The Lesson's main row is found by the widget keys it holds (``st-key-lesson_mech`` and
-``st-key-lesson_tab``: Streamlit puts ``st-key-<key>`` on a keyed element), so the page needs no extra hook.
+the tabs. The map's element and its full-screen frame shrink with its canvas (Streamlit gives them the
+540 px the page asks for: 140 px of blank under a 400 px map). The Lesson's main row is found by the
+widget keys it holds (``st-key-lesson_mech`` and ``st-key-lesson_tab``: Streamlit puts ``st-key-<key>``
+on a keyed element), so the page needs no extra hook. Plotly's mode bar is hidden on a phone: a touch
+screen shows it all the time, over the charts' legends and labels (the Download menu exports the charts).
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ html { font-size: 18px; }
 _MAIN = '[data-testid="stHorizontalBlock"]:has(.st-key-lesson_mech):has(.st-key-lesson_tab)'
 _CONTROLS = f'{_MAIN} > [data-testid="stColumn"]:has(.st-key-lesson_mech)'
 _MAP_COLUMN = f'{_MAIN} > [data-testid="stColumn"]:not(:has(.st-key-lesson_mech))'
+#: A map's full-screen frame, and the element holding one (``:has`` does not nest).
+_DECK_FRAME = '[data-testid="stFullScreenFrame"]:has(> [data-testid="stDeckGlJsonChart"])'
+_DECK_ELEMENT = (
+    '[data-testid="stElementContainer"]:has(> [data-testid="stFullScreenFrame"] > [data-testid="stDeckGlJsonChart"])'
+)
 _MAP_TOOLS = '[data-testid="stHorizontalBlock"]:has(.st-key-lesson_mode)'
 #: Phones: the title clears the header (60 px); on the Lesson the controls come before the map.
 _PHONE = f"""
@@ -55,6 +63,10 @@ _PHONE = f"""
   {_MAP_TOOLS} > [data-testid="stColumn"] {{ flex: 0 0 auto; width: auto; }}
   {_MAP_TOOLS} > [data-testid="stColumn"]:last-child {{ display: none; }}
   {_MAP_COLUMN} [data-testid="stDeckGlJsonChart"] {{ height: {PHONE_MAP_HEIGHT_PX}px !important; }}
+  {_MAP_COLUMN} {_DECK_ELEMENT},
+  {_MAP_COLUMN} {_DECK_FRAME} {{
+    flex: 0 0 auto !important; height: {PHONE_MAP_HEIGHT_PX}px !important; }}
+  .js-plotly-plot .modebar-container {{ display: none !important; }}
 }}
 """
 

@@ -26,6 +26,9 @@ __all__ = [
     "compare_styler",
     "compare_notes",
     "cell",
+    "ROUND_NUMBER_COLUMNS",
+    "rounds_frame",
+    "rounds_styler",
 ]
 
 MISSING = "—"
@@ -130,3 +133,58 @@ def compare_notes(frame: pd.DataFrame) -> list[str]:
         if row["status"] not in ("solved",) and row["detail"]:
             notes.append(f"**{row['method']}**: {row['status']}: {row['detail']}.")
     return notes
+
+
+#: The class rounds table's error columns (metres): header -> the round summary's key.
+ROUND_NUMBER_COLUMNS = {
+    "Mean (m)": "class_mean_m",
+    "Median (m)": "class_median_m",
+    "Best (m)": "best_m",
+    "Bayes (m)": "bayes_expected_m",
+}
+#: A round's ``Guesses`` cell before its summary exists, by the round's status.
+_ROUND_STATUS_WORD = {"open": "open", "scoring": "scoring", "closed": "ended"}
+
+
+def _exact(value: object) -> str:
+    """A number as text that reads back exactly (``repr``), or "—" when there is none."""
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return MISSING
+    return repr(v) if math.isfinite(v) else MISSING
+
+
+def rounds_frame(rows: list[dict], labels: dict[str, str] | None = None) -> pd.DataFrame:
+    """The lecturer's rounds table, one row per round; no cell is empty (the data grid writes an empty one "None").
+
+    ``Guesses`` is the count, or "open" while the round runs ("ended" when it was closed without a reveal); an
+    error that does not exist (not revealed yet, or no guesses) is "—". The errors are text that reads back
+    exactly, so the grid's own CSV export keeps every digit; :func:`rounds_styler` shows them in whole metres.
+    """
+    labels = labels or {}
+    return pd.DataFrame(
+        {
+            "Round": [int(r["round"]) for r in rows],
+            "Mechanism": [labels.get(r["mechanism"], r["mechanism"]) for r in rows],
+            "ε (1/km)": [float(r["epsilon_per_km"]) for r in rows],
+            "k": [int(r["n_reports"]) for r in rows],
+            "Guesses": [
+                str(int(r["n_guesses"]))
+                if r.get("n_guesses") is not None
+                else _ROUND_STATUS_WORD.get(str(r.get("status")), MISSING)
+                for r in rows
+            ],
+            **{col: [_exact(r.get(key)) for r in rows] for col, key in ROUND_NUMBER_COLUMNS.items()},
+        }
+    )
+
+
+def _whole_metres(text: str) -> str:
+    return text if text == MISSING else f"{float(text):,.0f}"
+
+
+def rounds_styler(rows: list[dict], labels: dict[str, str] | None = None):
+    """:func:`rounds_frame` for ``st.dataframe``: the errors in whole metres ("3,152"), "—" where there is none."""
+    frame = rounds_frame(rows, labels)
+    return frame.style.format(_whole_metres, subset=list(ROUND_NUMBER_COLUMNS)).format("{:g}", subset=["ε (1/km)"])

@@ -184,7 +184,7 @@ def test_compare_page_shows_words_not_none():
     at = run_ok(make_app(COMPARE, baselines="em,em-br,laplace"))
     assert not at.dataframe  # a static table: every cell is readable, nothing is cut off
     frame = at.table[0].value
-    assert list(frame[tables.HEADERS["method"]]) == ["PAnDA-e", "EM", "EM+BR", "Planar Laplace"]
+    assert list(frame[tables.HEADERS["method"]]) == ["PAnDA-e", "EM", "EM + remap", "Planar Laplace"]
     assert set(frame[tables.HEADERS["status"]]) == {"solved"}
     assert np.isnan(frame.loc[0, tables.HEADERS["prior_loss_m"]])  # PAnDA has no loss over the prior ...
     shown = tables.compare_styler(tables.compare_frame([{"method": "PAnDA-e", "status": "Optimal"}])).to_html()

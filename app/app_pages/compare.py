@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import analysis, charts, common, sidebar, state, tables
+from app import analysis, charts, common, lesson, sidebar, state, tables
 from app.common import job_failure
 from app.messages import plain_error
 from app.params import (
@@ -27,6 +27,18 @@ _DESCRIPTIONS = {
 }
 #: Dashboard name -> (registry name of panda.mechanisms.BASELINES, description); the link uses the registry name.
 METHODS = {name: (key, _DESCRIPTIONS[name]) for name, key in BASELINE_IDS.items()}
+#: The paper's names this page shows by the Lesson's ("LP on cells", not "LP+CA"); "EM" and "Optimal LP" read
+#: the same on both pages.
+RENAMED = ("EM+BR", "LP+CA")
+#: Dashboard name (the link's and the session's) -> the name shown on this page.
+LABELS = {name: lesson.MECHANISMS[key][0] if name in RENAMED else name for name, key in BASELINE_IDS.items()}
+
+
+def _paper_name(name: str) -> str:
+    """ " (the paper's LP+CA)" when the page shows the Lesson's name instead of the paper's, else ""."""
+    return f" (the paper's {name})" if name in RENAMED else ""
+
+
 DEFAULT_METHODS = list(DEFAULT_BASELINES)
 #: The optimal LP is offered up to this K (beyond it one round of its LP can outlast any time limit here).
 MAX_K_FULL_LP = 1000
@@ -35,7 +47,8 @@ st.title("Compare")
 st.caption(
     "PAnDA and the baselines on the same records, outputs, users and ε. Every number is measured at the users' "
     "true records (uniform over the users), so the methods are compared on the same footing. "
-    f"Loss: **{common.current_params().loss_label}** (in metres; *Loss* in the sidebar)."
+    f"Loss: **{common.current_params().loss_label}** (in metres; *Loss* in the sidebar). "
+    "The names are the Lesson's: " + ", ".join(f"{LABELS[n]} is the paper's {n}" for n in RENAMED) + "."
 )
 try:
     from panda.mechanisms import BASELINES
@@ -54,7 +67,6 @@ if view is None:
 r, inst = view.result, view.instance
 eps = params.epsilon_per_km
 
-c1, c2, c3 = st.columns([3, 1, 1])
 available = [m for m in METHODS if METHODS[m][0] in BASELINES]
 # The page's own state (also in the link: app.params.PAGE_QUERY), validated before the widgets.
 ss = st.session_state
@@ -66,19 +78,22 @@ if ss.get("cmp_grid") not in GRID_OPTIONS:
 if ss.get("cmp_time") not in COMPARE_TIME_LIMITS:
     ss.cmp_time = DEFAULT_COMPARE_TIME_S
 sidebar.write_query(params)
-chosen = c1.multiselect(
+# The baselines on a row of their own: the Lesson's names ("EM + remap", "LP on cells") need the width.
+chosen = st.multiselect(
     "Baselines",
     available,
     key="cmp_methods",
     persist_state="session",
-    help="\n".join(f"- **{m}**: {METHODS[m][1]}" for m in available),
+    format_func=LABELS.get,
+    help="\n".join(f"- **{LABELS[m]}**{_paper_name(m)}: {METHODS[m][1]}" for m in available),
 )
+c2, c3, _ = st.columns([1, 1, 2])
 grid = c2.selectbox(
-    "LP+CA grid",
+    "LP on cells: grid",
     list(GRID_OPTIONS),
     key="cmp_grid",
     persist_state="session",
-    help="Cells per side (paper: 8; its code: 10).",
+    help="LP on cells (the paper's LP+CA): cells per side (paper: 8; its code: 10).",
 )
 time_limit = c3.slider(
     "LP time limit (s)",
@@ -147,9 +162,9 @@ with st.status("Building the baselines ...", expanded=False) as status:
             options = {"time_limit_s": float(time_limit)}
         elif key == "laplace":
             options = {"rng": int(params.seed)}
-        status.update(label=f"Building {name} ...")
+        status.update(label=f"Building {LABELS[name]} ...")
         row = {
-            "method": name,
+            "method": LABELS[name],
             "status": "",
             "loss_m": float("nan"),
             "prior_loss_m": float("nan"),
@@ -166,10 +181,10 @@ with st.status("Building the baselines ...", expanded=False) as status:
             continue
         row.update(status=mech.status, prior_loss_m=mech.loss_m, time_s=mech.build_time_s)
         if mech.matrix is not None:
-            status.update(label=f"Measuring {name} at the users' records ...")
+            status.update(label=f"Measuring {LABELS[name]} at the users' records ...")
             _numbers(row, key, tuple(sorted(options.items())))
         rows.append(row)
-        done.append(f"{name} {analysis.fmt_s(mech.build_time_s)}")
+        done.append(f"{LABELS[name]} {analysis.fmt_s(mech.build_time_s)}")
     status.update(
         label="Baselines ready" + (f": {', '.join(done)}" if done else " (none chosen)"),
         state="complete",

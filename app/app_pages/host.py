@@ -13,12 +13,10 @@ import statistics
 import urllib.parse
 
 import numpy as np
-import pandas as pd
-import plotly.graph_objects as go
 import segno
 import streamlit as st
 
-from app import game_maps, lesson, maps, state, style
+from app import charts, game_maps, lesson, maps, state, style, tables
 from app.analysis import fmt_m
 from app.common import job_failure
 from app.game import rounds
@@ -238,55 +236,25 @@ with right:
 done = [r for r in hv.rounds if r.get("n_guesses") is not None]
 if done:
     st.markdown("##### Rounds so far")
-    table = pd.DataFrame(
-        {
-            "Round": [r["round"] for r in hv.rounds],
-            "Mechanism": [lesson.MECHANISMS.get(r["mechanism"], (r["mechanism"],))[0] for r in hv.rounds],
-            "ε (1/km)": [r["epsilon_per_km"] for r in hv.rounds],
-            "k": [r["n_reports"] for r in hv.rounds],
-            "Guesses": [r.get("n_guesses") for r in hv.rounds],
-            "Mean (m)": [r.get("class_mean_m") for r in hv.rounds],
-            "Median (m)": [r.get("class_median_m") for r in hv.rounds],
-            "Best (m)": [r.get("best_m") for r in hv.rounds],
-            "Bayes (m)": [r.get("bayes_expected_m") for r in hv.rounds],
-        }
-    )
+    labels = {m: v[0] for m, v in lesson.MECHANISMS.items()}
     t1, t2 = st.columns([3, 2])
     t1.dataframe(
-        table,
+        tables.rounds_styler(hv.rounds, labels),
         hide_index=True,
         width="stretch",
-        column_config={c: st.column_config.NumberColumn(format="%.0f") for c in table.columns if "(m)" in c},
+        column_config={
+            c: st.column_config.TextColumn(alignment="right") for c in ("Guesses", *tables.ROUND_NUMBER_COLUMNS)
+        },
     )
-    fig = go.Figure()
-    done = sorted(done, key=lambda r: r["epsilon_per_km"])  # a line along ε, whatever order the rounds came in
-    xs = [r["epsilon_per_km"] for r in done]
-    fig.add_scatter(
-        x=xs,
-        y=[r.get("class_median_m") for r in done],
-        mode="markers+lines",
-        name="Class (median)",
-        marker={"color": MECHANISM_COLORS.get("em", "#000"), "size": 10},
-    )
-    fig.add_scatter(
-        x=xs,
-        y=[r.get("bayes_expected_m") for r in done],
-        mode="markers+lines",
-        name="Bayes attacker",
-        marker={"color": MECHANISM_COLORS.get("laplace", "#555"), "size": 10, "symbol": "diamond"},
-    )
-    fig.update_layout(
-        height=260,
-        margin={"l": 10, "r": 10, "t": 10, "b": 10},
-        xaxis_title="ε (1/km)",
-        yaxis_title="error (m)",
-        xaxis_type="log",
-        legend={"orientation": "h", "y": -0.35},
+    fig = charts.class_rounds(
+        done,
+        {"class": MECHANISM_COLORS.get("em", "#000"), "bayes": MECHANISM_COLORS.get("laplace", "#555")},
     )
     t2.plotly_chart(fig, key="host_rounds_chart")
     st.caption(
         "Mean, median, best: the class's errors; Bayes: the Bayes attacker's expected error from the same secret "
-        "places (road distances, metres). Smaller ε: more privacy, so everyone's error grows."
+        "places (road distances, metres); —: not revealed yet, or no guesses. Smaller ε: more privacy, so everyone's "
+        "error grows."
     )
     st.download_button(
         "Rounds as CSV",

@@ -471,15 +471,7 @@ def _repeated(mech_key: str, eps: float) -> None:
     st.plotly_chart(fig, key="lesson_repeated")
     shown = dict(results).get(mech_key)
     if shown is not None:
-        i = shown.ks.index(k)
-        label = lesson.MECHANISMS[mech_key][0]
-        spread = f" (± {fmt_m(2 * shown.stderr_m[i])})" if not shown.exact[i] else ""
-        st.markdown(
-            f"**{label}:** after {k} independent report{'s' if k > 1 else ''} the attacker's average error is "
-            f"**{fmt_m(shown.error_m[i])}**{spread}, against {fmt_m(shown.single_report_error_m)} after one. "
-            f"Re-sending the first report instead keeps it at {fmt_m(shown.defence_error_m[i])}, for a budget of "
-            f"ε = {eps:g}/km, not {k * eps:g}/km."
-        )
+        st.markdown(repeated_charts.error_sentence(lesson.MECHANISMS[mech_key][0], shown, k, eps))
     elif mech_key in lesson.PANDA_KEYS:
         st.caption("PAnDA has report distributions only for its users, not for every place: it is not on this chart.")
     n_seq = max((r.n_sequences for _, r in results), default=0)
@@ -563,12 +555,11 @@ elif num.get("passed"):
     verdict, verdict_help = "✓ holds", "Checked exactly for every pair of places and every report."
 else:
     rate = float(num.get("violation_rate", float("nan")))
-    # Short enough for a third of the column at 1280x720: "✗ 5 % fail", "✗ 0.4 % fail".
-    verdict = f"✗ {100 * rate:.0f} % fail" if rate >= 0.01 else f"✗ {fmt_pct(rate)} fail"
-    verdict_help = (
-        "Share of user pairs whose reports (with the anchor upload counted) are more distinguishable than ε allows."
+    verdict = lesson.geoind_verdict(rate)  # "✗ 21 %": a third of the column at 1280x720 holds no more
+    verdict_help = f"{verdict}: fails for {fmt_pct(rate)} of the " + (
+        "user pairs: their reports (with the anchor upload counted) are more distinguishable than ε allows."
         if num.get("panda")
-        else "Share of place pairs that are more distinguishable than ε allows (exact check)."
+        else "place pairs: they are more distinguishable than ε allows (exact check)."
     )
 m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_help)
 
@@ -734,6 +725,12 @@ with left:
             f"white: sampled reports.{extra}  \n"
             f"Map data {net.attribution}"
         )
+    if mech_key in lesson.PANDA_KEYS:  # PAnDA-e and PAnDA-l look the same on the default view: say why
+        with common.guarded("The decays' comparison"):
+            configs = [to_config(params.replace(decay=d)) for d in ("exponential", "logistic")]
+            same = lesson.same_decay_sentence(lesson.decay_agreement(*configs, inst), K)
+            if same:
+                st.caption(same)
     # The Download menu's place, filled at the end of the run (it offers the charts the tabs draw). A fixed
     # slot keeps the elements' positions stable between runs (a menu appended last made the browser drop the
     # keyboard focus from the tab just chosen).

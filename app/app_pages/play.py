@@ -173,7 +173,8 @@ if not pv.waiting:
         on_select=_tapped if open_round else "ignore",
         selection_mode="single-object",
     )
-    st.caption(f"White: your report{'s' if k > 1 else ''} · black: your guess · Map data {net.attribution}")
+    legend = game_maps.student_legend(k, guess=pv.guess, secret=pv.secret, bayes_place=pv.bayes_place)
+    st.caption(f"{legend} · Map data {net.attribution}")
 
 
 @st.fragment(run_every=POLL_S)
