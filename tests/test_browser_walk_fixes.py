@@ -3,7 +3,8 @@
 * 1280x720 with the sidebar open: the Lesson's *Geo-ind.* value is whole ("✗ 21 %" for LP on cells, not
   "✗ 21 …").
 * A phone (390x844, touch): the Lesson map's element is as tall as its canvas (no 140 px blank under it),
-  and plotly's mode bar does not cover the *k reports* chart's legend, even after a tap on the chart.
+  and plotly's mode bar does not cover the *k reports* chart's legend, even after a tap on the chart; the
+  *Curve* chart's legend starts below its axis title, and no two legend entries overlap.
 """
 
 from __future__ import annotations
@@ -22,6 +23,31 @@ _CUT_METRICS_JS = """() => [...document.querySelectorAll('[data-testid="stMetric
     const cut = [v, ...v.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1);
     return cut ? [m.innerText.replace(/\\n+/g, ' ')] : [];
 })"""
+
+
+#: The curve chart's lowest x-axis title and its legend entries' boxes (page pixels).
+_CURVE_LEGEND_JS = """() => {
+    const chart = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+        .find(c => c.innerText.includes('ε (1/km)'));
+    const titles = [...chart.querySelectorAll('.g-xtitle, .g-x2title')].map(t => t.getBoundingClientRect());
+    const entries = [...chart.querySelectorAll('.legend .traces')].map(t => {
+        const r = t.getBoundingClientRect();
+        return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+    });
+    return {titleBottom: Math.max(...titles.map(r => r.bottom)), entries};
+}"""
+
+
+def _overlapping(entries: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of legend entries whose boxes overlap by more than a pixel."""
+    pairs = []
+    for i, a in enumerate(entries):
+        for b in entries[i + 1 :]:
+            dx = min(a["right"], b["right"]) - max(a["left"], b["left"])
+            dy = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
+            if dx > 1 and dy > 1:
+                pairs.append((a["text"], b["text"]))
+    return pairs
 
 
 def test_the_geoind_value_is_whole_at_1280(server, browser):  # noqa: F811
@@ -72,6 +98,19 @@ def test_the_phone_lesson_map_and_charts(server, browser):  # noqa: F811
                      ).length"""
         )
         assert shown == 0, "plotly's mode bar covers the chart on a phone"
+
+        page.get_by_role("tab", name="Curve").click()
+        curve = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="ε (1/km)").first
+        curve.wait_for(timeout=300_000)
+        _wait_idle(page, timeout_s=300)
+        page.wait_for_timeout(800)  # the web font in place: plotly measures its legend's text again
+        curve.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "walk-phone-curve.png"))
+        found = page.evaluate(_CURVE_LEGEND_JS)
+        assert len(found["entries"]) >= 5, found
+        top = min(e["top"] for e in found["entries"])
+        assert top >= found["titleBottom"], f"the legend ({top:.0f} px) touches the axis title ({found['titleBottom']:.0f})"
+        assert _overlapping(found["entries"]) == [], _overlapping(found["entries"])
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         context.close()

@@ -426,8 +426,9 @@ def _curve(mech_key: str, eps: float) -> None:
     bar.empty()
     labels = {k: v[0] for k, v in lesson.MECHANISMS.items()}
     fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=640, labels=labels)
-    # A narrow column: the legend goes under the panels, the panels get the width.
-    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.1, "x": 0, "font": {"size": 11}})
+    # A narrow column: the legend goes under the panels, the panels get the width. y = -0.1 touched the
+    # axis title "ε (1/km)" on a 390-px phone (the tick labels and title take about 55 px of the 640).
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.14, "x": 0, "font": {"size": 11}})
     exports["tradeoff-curve"] = fig
     st.plotly_chart(fig, key="lesson_curve", on_select=_curve_clicked, selection_mode="points")
     st.caption(
