@@ -407,7 +407,8 @@ def test_explore_and_compare_fit_a_1280x720_screen(server, browser):
         assert page.locator('[data-testid="stException"]').count() == 0
         # Every cell readable: no "None"/"nan"/"Infinity", no cell cut off.
         # Method names are kept on one line with no-break spaces and hyphens; read them as a person does.
-        cells = [c.replace("\xa0", " ").replace("\u2011", "-").strip() for c in table.locator("td, th").all_inner_texts()]
+        texts = table.locator("td, th").all_inner_texts()
+        cells = [c.replace("\xa0", " ").replace("\u2011", "-").strip() for c in texts]
         assert not {"None", "nan", "NaN", "inf", "Infinity"} & set(cells), cells
         assert {"PAnDA-e", "Planar Laplace", "EM", "EM + remap", "LP on cells"} <= set(cells), cells
         cut = page.evaluate(_TRUNCATED_JS, '[data-testid="stTable"]')

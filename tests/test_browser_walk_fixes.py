@@ -109,7 +109,8 @@ def test_the_phone_lesson_map_and_charts(server, browser):  # noqa: F811
         found = page.evaluate(_CURVE_LEGEND_JS)
         assert len(found["entries"]) >= 5, found
         top = min(e["top"] for e in found["entries"])
-        assert top >= found["titleBottom"], f"the legend ({top:.0f} px) touches the axis title ({found['titleBottom']:.0f})"
+        title = found["titleBottom"]
+        assert top >= title, f"the legend ({top:.0f} px) touches the axis title ({title:.0f} px)"
         assert _overlapping(found["entries"]) == [], _overlapping(found["entries"])
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
