@@ -282,6 +282,12 @@ def baseline(
     return mech
 
 
+def kept_mechanism(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> bool:
+    """Whether the result store holds this mechanism (another session's, another server's or a prepared one):
+    :func:`baseline` would then read it at once, whatever this process has cached for other options."""
+    return result_store.get_mechanism(_store_key(instance_key), name, epsilon_per_km, options) is not None
+
+
 def _store_key(instance_key: tuple) -> tuple:
     """The key the result store keeps a view's results under (:func:`app.result_store.store_key`): a box's or an
     upload's carries the fingerprint of the network the view's instance was built on."""

@@ -198,24 +198,42 @@ class _Rows:
         self.estimated = False  # a sampled estimate: no exact verdict may be drawn from it
 
 
-def _start_lp_job() -> None:
-    """The optimal LP's full solve in the background (once per view and ε; identical jobs are shared)."""
+def _start_lp_job() -> bool:
+    """The optimal LP's full solve in the background (once per view and ε; identical jobs are shared).
+
+    Returns whether it has failed: then the page says so, and that is its last word (``lesson_lp_settled``).
+    Otherwise the page says the optimum is on its way, and a job that is done by the end of this run (a cache
+    hit finishes at once, and no watcher is drawn for a finished job) gets a rerun there."""
     jobs = ss.setdefault("lesson_lp_jobs", {})
-    if (params.instance_key, eps) not in jobs:
-        job = state.start(state.baseline, params.instance_key, "lp", eps, LIVE_FULL_OPTIONS)
-        jobs[(params.instance_key, eps)] = job
+    key = (params.instance_key, eps)
+    if key not in jobs:
+        jobs[key] = state.start(state.baseline, params.instance_key, "lp", eps, LIVE_FULL_OPTIONS)
+    job = jobs[key]
+    ss.lesson_lp_settled = job.done() and not _lp_full_done(job)
+    return ss.lesson_lp_settled
+
+
+def _lp_full_done(job) -> bool:
+    """Whether the background solve ``job`` finished with a mechanism (a failed one: the first stays, and says so)."""
+    if job is None or not job.done():
+        return False
+    try:
+        job.result()
+        return True
+    except Exception:  # noqa: BLE001 (the background solve failed: the first mechanism stays, and the note says so)
+        return False
 
 
 def _lp_options() -> tuple:
     """The optimal LP's options for this run: its first certified mechanism (LIVE_FIRST_S), or the background
-    solve's once that is done (cached, so at once)."""
+    solve's once that is done (cached, so at once), or at once when the result store already holds the optimum
+    (another session or server solved it, or the lecture was prepared): this process's cache of the first
+    mechanism must not hide it."""
     job = (ss.get("lesson_lp_jobs") or {}).get((params.instance_key, eps))
-    if job is not None and job.done():
-        try:
-            job.result()
-            return LIVE_FULL_OPTIONS
-        except Exception:  # noqa: BLE001 (the background solve failed: keep the first mechanism, say so below)
-            ss.lesson_lp_failed = True
+    if _lp_full_done(job):
+        return LIVE_FULL_OPTIONS
+    if job is None and state.kept_mechanism(params.instance_key, "lp", eps, LIVE_FULL_OPTIONS):
+        return LIVE_FULL_OPTIONS
     return (("time_limit_s", LIVE_FIRST_S),)
 
 
@@ -249,6 +267,8 @@ def _lp_rows_note(key: str, label: str, details: dict) -> str:
 def _baseline_rows(key: str) -> _Rows:
     out = _Rows()
     options: tuple = _options(key)
+    if key == "lp":
+        ss.lesson_lp_settled = True  # nothing is on its way unless _start_lp_job says otherwise
     label = lesson.MECHANISMS[key][0]
     wait = f" (at most {LP_TIME_LIMIT_S:.0f} s: its time limit, then an exact audit)" if key.startswith("lp") else ""
     if key in LP_ROWS_KEYS:
@@ -277,7 +297,13 @@ def _baseline_rows(key: str) -> _Rows:
     if mech.matrix is None:
         status = mech.status
         if key == "lp" and options != LIVE_FULL_OPTIONS:
-            _start_lp_job()
+            if _start_lp_job():
+                out.problem = (
+                    f"**{label}: no certified mechanism within {LIVE_FIRST_S:.0f} s on {K} places, and the background "
+                    "solve could not finish here** (the server is busy or the job was stopped). Try fewer places K in "
+                    "the sidebar, or another mechanism."
+                )
+                return out
             out.problem = (
                 f"**{label}: computing the optimum in the background** (no certified mechanism within "
                 f"{LIVE_FIRST_S:.0f} s on {K} places). The page updates by itself when it is ready."
@@ -323,11 +349,16 @@ def _baseline_rows(key: str) -> _Rows:
     if details.get("prepared"):
         out.note = (out.note + " " if out.note else "") + "Prepared before the lecture (python -m panda prepare)."
     if key == "lp" and options != LIVE_FULL_OPTIONS and not result_store.keepable("lp", mech):
-        _start_lp_job()
+        failed = _start_lp_job()
+        then = (
+            "The background solve could not finish here (the server is busy or the job was stopped), so this "
+            "mechanism stays."
+            if failed
+            else "**Improving in the background** to a gap of 0.5 %: the map and the numbers update by themselves."
+        )
         out.note = (
             f"{label}: a first certified mechanism, average error {fmt_m(float(upper))}; no mechanism can go below "
-            f"{fmt_m(float(lower))} (gap {100 * float(gap):.1f} %). **Improving in the background** to a gap of "
-            "0.5 %: the map and the numbers update by themselves."
+            f"{fmt_m(float(lower))} (gap {100 * float(gap):.1f} %). {then}"
             if finite
             else out.note
         )
@@ -807,3 +838,8 @@ if mech_key == "lp" and _pending is not None and not _pending.done():
             st.rerun(scope="app")
 
     _watch_lp()
+elif mech_key == "lp" and _pending is not None and not ss.get("lesson_lp_settled", True):
+    # The page said the optimum is on its way, and the background solve is already done (another session's
+    # result, a cache hit; or a failure after the page spoke): no watcher would ever see it pending, so rerun
+    # once now. The next run shows the full solve's mechanism, or says that it failed.
+    st.rerun()
