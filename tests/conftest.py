@@ -45,6 +45,18 @@ def oakland() -> pn.RoadNetwork:
     return pn.network_from_file(OAKLAND_FILE)
 
 
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    """A SQLite class database (and result store) of this test alone, through ``PANDA_DB_URL``: nothing is read
+    from an earlier test, and its engine is disposed of afterwards."""
+    from app.game import store
+
+    url = f"sqlite:///{tmp_path / 'class.db'}"
+    monkeypatch.setenv(store.ENV_URL, url)
+    yield url
+    store.dispose(url)
+
+
 def _settings_snapshot(settings: types.ModuleType) -> dict:
     return {
         k: copy.deepcopy(v)

@@ -10,18 +10,10 @@ import numpy as np
 import pytest
 from apptest_support import SMALL, clear_caches, make_app, metric, release_resources, run_ok  # noqa: F401
 
-from app.game import rounds, scoring, store
+from app.game import rounds, scoring
 from app.params import Params
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'class.db'}"
-    monkeypatch.setenv(store.ENV_URL, url)
-    yield url
-    store.dispose(url)
 
 
 def _view() -> list:

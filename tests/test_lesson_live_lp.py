@@ -9,17 +9,8 @@ import pytest
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: F401
 
 from app import result_store as rs
-from app.game import store
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'live.db'}"
-    monkeypatch.setenv(store.ENV_URL, url)
-    yield url
-    store.dispose(url)
 
 
 def _lp_note(at) -> str:

@@ -16,7 +16,6 @@ from apptest_support import APP, clear_caches, metric, release_resources, run_ok
 from streamlit.testing.v1 import AppTest
 
 from app import lesson
-from app.game import store
 
 pytestmark = pytest.mark.slow
 
@@ -26,15 +25,6 @@ LIMIT_S = 60.0
 
 def _default_lesson() -> AppTest:
     return AppTest.from_file(APP, default_timeout=180)  # no link: the default view
-
-
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    """A result store of this test alone: every mechanism is built here, never read from an earlier test."""
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    monkeypatch.setenv(store.ENV_URL, url)
-    yield url
-    store.dispose(url)
 
 
 @pytest.fixture(scope="module")

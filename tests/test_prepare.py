@@ -25,14 +25,6 @@ LINK = "http://127.0.0.1:8501/?city=kotka&K=30&N=8&M=15&eps=3&seed=2"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'prepared.db'}"
-    monkeypatch.setenv(store.ENV_URL, url)
-    yield url
-    store.dispose(url)
-
-
 def _command(db: str, *args: str) -> subprocess.Popen:
     env = {**os.environ, store.ENV_URL: db, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(

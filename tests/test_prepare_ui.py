@@ -9,18 +9,9 @@ from apptest_support import clear_caches, make_app, release_resources, run_ok  #
 
 from app import prepare, prepare_ui
 from app import result_store as rs
-from app.game import store
 
 pytestmark = pytest.mark.slow
 VIEW = {"city": "kotka", "K": "30", "N": "8", "M": "15", "eps": "3", "seed": "3"}
-
-
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'prepared.db'}"
-    monkeypatch.setenv(store.ENV_URL, url)
-    yield url
-    store.dispose(url)
 
 
 def _wait(ident: str, timeout_s: float = 600.0) -> dict:

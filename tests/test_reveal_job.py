@@ -24,14 +24,6 @@ from app.params import Params  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'class.db'}"
-    monkeypatch.setenv(store.ENV_URL, url)
-    yield url
-    store.dispose(url)
-
-
 def _poisoned(*_args, **_kwargs):
     msg = "the class round was scored in the web server process"
     raise AssertionError(msg)

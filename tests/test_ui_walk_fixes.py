@@ -22,7 +22,7 @@ from apptest_support import SMALL, clear_caches, make_app, metric, release_resou
 
 import panda
 from app import charts, game_maps, lesson, repeated_charts, style, tables
-from app.game import rounds, scoring, store
+from app.game import rounds, scoring
 from app.params import Params, to_config
 from panda.anchors import far_value, resolve_gamma_km, selection_probabilities
 
@@ -80,14 +80,6 @@ def test_the_rounds_chart_ticks_are_the_rounds_eps(rows):
         assert None not in trace.y and all(np.isfinite(trace.y))
     class_line = next(t for t in fig.data if t.name == "Class (median)")
     assert len(class_line.x) == sum(r.get("class_median_m") is not None for r in rows)
-
-
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'class.db'}"
-    monkeypatch.setenv(store.ENV_URL, url)
-    yield url
-    store.dispose(url)
 
 
 @pytest.mark.slow
