@@ -51,8 +51,10 @@ __all__ = [
     "network_fingerprint",
     "store_key",
     "get_mechanism",
+    "has_mechanism",
     "put_mechanism",
     "get_value",
+    "has_value",
     "put_value",
     "mechanism_key_inputs",
     "curve_key_inputs",
@@ -164,6 +166,20 @@ def get_value(kind: str, inputs: list, *, url: str | None = None) -> tuple[Any, 
     except Exception as exc:  # noqa: BLE001 (the store is an optimisation: a page computes instead)
         log.warning("result store: could not read a %s: %s", kind, exc)
         return None
+
+
+def has_value(kind: str, inputs: list, *, url: str | None = None) -> bool:
+    """Whether ``(kind, inputs)`` is kept: its key only, no payload read or unpacked (a page may ask on every
+    run), and no use time refreshed."""
+    if not enabled():
+        return False
+    try:
+        with store.session(url, read=True) as s:
+            key = _key(kind, inputs)
+            return s.execute(select(StoredResult.key).where(StoredResult.key == key)).first() is not None
+    except Exception as exc:  # noqa: BLE001 (the store is an optimisation: a page computes instead)
+        log.warning("result store: could not look up a %s: %s", kind, exc)
+        return False
 
 
 def put_value(
@@ -338,6 +354,13 @@ def put_mechanism(
     }
     inputs = mechanism_key_inputs(instance_key, name, epsilon_per_km, options)
     return put_value("mechanism", inputs, doc, {"matrix": mech.matrix}, prepared=prepared, url=url)
+
+
+def has_mechanism(
+    instance_key: tuple, name: str, epsilon_per_km: float, options: tuple, *, url: str | None = None
+) -> bool:
+    """Whether :func:`get_mechanism` would find this mechanism (a key lookup only)."""
+    return has_value("mechanism", mechanism_key_inputs(instance_key, name, epsilon_per_km, options), url=url)
 
 
 def get_mechanism(

@@ -285,7 +285,7 @@ def baseline(
 def kept_mechanism(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> bool:
     """Whether the result store holds this mechanism (another session's, another server's or a prepared one):
     :func:`baseline` would then read it at once, whatever this process has cached for other options."""
-    return result_store.get_mechanism(_store_key(instance_key), name, epsilon_per_km, options) is not None
+    return result_store.has_mechanism(_store_key(instance_key), name, epsilon_per_km, options)
 
 
 def _store_key(instance_key: tuple) -> tuple:

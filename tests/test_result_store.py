@@ -47,7 +47,9 @@ def test_a_mechanism_comes_back_as_it_was_kept(inst, url, name):
     mech = BASELINES[name](inst, 3.0, **dict(options))
     assert mech.matrix is not None and mech.status.startswith("solved")
     assert rs.get_mechanism(KEY, name, 3.0, options) is None
+    assert not rs.has_mechanism(KEY, name, 3.0, options)
     assert rs.put_mechanism(KEY, name, 3.0, options, mech)
+    assert rs.has_mechanism(KEY, name, 3.0, options) and not rs.has_mechanism(KEY, name, 3.5, options)
     back = rs.get_mechanism(KEY, name, 3.0, options)
     np.testing.assert_array_equal(back.matrix, mech.matrix)
     assert back.matrix.dtype == mech.matrix.dtype
@@ -157,11 +159,14 @@ def test_a_payload_with_a_pickle_is_refused(url):
 def test_an_unreachable_store_breaks_nothing(monkeypatch):
     monkeypatch.setenv(store.ENV_URL, "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")
     assert rs.get_value("numbers", ["y"]) is None
+    assert rs.has_value("numbers", ["y"]) is False
     assert rs.put_value("numbers", ["y"], {"a": 1}) is False
 
 
 def test_the_store_can_be_switched_off(url, monkeypatch):
     rs.put_value("numbers", ["z"], {"a": 1})
+    assert rs.has_value("numbers", ["z"])
     monkeypatch.setenv(rs.ENV_SWITCH, "off")
     assert rs.get_value("numbers", ["z"]) is None
+    assert not rs.has_value("numbers", ["z"])
     assert rs.put_value("numbers", ["w"], {"a": 1}) is False
