@@ -303,6 +303,17 @@ SUB_PAGES = {"explore": "PAnDA", "learn": "Learn", "compare": "Compare", "audit"
 STREAMLIT_PROBES = ("_stcore/health", "_stcore/host-config")
 
 
+def _wait_no_request_in_flight(page, in_flight: set, quiet_s: float, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < quiet_s:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"requests still in flight after {timeout_s:.0f} s: {[r.url for r in in_flight]}")
+        if in_flight:
+            quiet_since = time.monotonic()
+        page.wait_for_timeout(100)
+
+
 def test_every_page_opened_by_its_link_fails_no_request_of_ours(server, browser):  # noqa: F811
     """Each page opened at its own link (a bookmark, a shared link, F5): every 404 and every console
     error must be one of Streamlit's two base-path probes of that link, named here; anything else fails."""
@@ -311,8 +322,24 @@ def test_every_page_opened_by_its_link_fails_no_request_of_ours(server, browser)
     responses: list[tuple[int, str]] = []
     network_failures: list[str] = []
     console_errors: list[tuple[str, str]] = []
+    # Requests in flight, and those our own navigation cut short: a /media/ fetch that was already
+    # running when we left the page (a download button checking its URL, after a late rerun) is aborted
+    # by that navigation, not failed by the server. Any other failed request fails the test.
+    in_flight: set = set()
+    left_behind: set = set()
+    aborted_by_navigation: list[str] = []
+
+    def _failed(request) -> None:
+        in_flight.discard(request)
+        if request in left_behind and request.failure == "net::ERR_ABORTED" and "/media/" in request.url:
+            aborted_by_navigation.append(request.url)
+        else:
+            network_failures.append(f"{request.failure} {request.url}")
+
+    page.on("request", lambda r: in_flight.add(r))
+    page.on("requestfinished", lambda r: in_flight.discard(r))
     page.on("response", lambda r: responses.append((r.status, r.url)) if r.status >= 400 else None)
-    page.on("requestfailed", lambda r: network_failures.append(f"{r.failure} {r.url}"))
+    page.on("requestfailed", _failed)
     page.on(
         "console",
         lambda m: console_errors.append((m.text, m.location.get("url", ""))) if m.type == "error" else None,
@@ -320,13 +347,16 @@ def test_every_page_opened_by_its_link_fails_no_request_of_ours(server, browser)
     page.on("pageerror", lambda exc: console_errors.append((f"page error: {exc}", "")))
     try:
         for path, title in SUB_PAGES.items():
+            left_behind.clear()
+            left_behind.update(in_flight)
             page.goto(f"{server}/{path}?eps=3", wait_until="domcontentloaded")
             page.locator("h1").filter(has_text=title).first.wait_for(timeout=180_000)
             _wait_idle(page, timeout_s=180)
             # Streamlit's download buttons fetch their own /media/ URL to check it
-            # (``checkSourceUrlResponse`` in 1.67's DownloadButton); leaving the page before those
-            # answer aborts them: our navigation, not a failure of the server's. So wait for them.
-            page.wait_for_load_state("networkidle", timeout=60_000)
+            # (``checkSourceUrlResponse`` in 1.67's DownloadButton). Wait until no request has been in
+            # flight for 1 s (``wait_for_load_state("networkidle")`` is no help here: it was reached
+            # once for this document and returns at once).
+            _wait_no_request_in_flight(page, in_flight, quiet_s=1.0, timeout_s=60)
             assert page.locator('[data-testid="stException"]').count() == 0, f"exception on /{path}"
             assert "eps=3" in page.url, f"/{path} lost its link: {page.url}"
         probes = {f"{server}/{path}/{probe}" for path in SUB_PAGES for probe in STREAMLIT_PROBES}
@@ -341,6 +371,9 @@ def test_every_page_opened_by_its_link_fails_no_request_of_ours(server, browser)
         assert logged == probe_404s, console_errors
         others = [(text, url) for text, url in console_errors if url not in probes]
         assert not others, f"console errors: {others}"
-        print(f"\n[links] {len(probe_404s)} 404s, all Streamlit's base-path probes: {probe_404s}")
+        print(
+            f"\n[links] {len(probe_404s)} 404s, all Streamlit's base-path probes: {probe_404s}; "
+            f"media fetches cut short by our navigation: {aborted_by_navigation}"
+        )
     finally:
         context.close()
