@@ -21,8 +21,8 @@ ENV PANDA_DB_URL=sqlite:////app/data/db/class.db
 RUN useradd --create-home --uid 1000 panda && mkdir -p /app/data/cache /app/data/db \
     && chown -R panda /app/data/cache /app/data/db
 USER panda
-# Compile the optimal LP's PDHG steps into numba's cache now: the first solve then loads them (0.4 s).
-RUN python -c "from panda._pdhg_blocks import warm_up; warm_up()"
+# Compile the optimal LP's PDHG steps and repair loops into numba's cache now: the first solve then loads them.
+RUN python -c "from panda import _min_plus, _pdhg_blocks; _pdhg_blocks.warm_up(); _min_plus.warm_up()"
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from panda._min_plus import rows_min_plus
 from panda.threads import thread_map
 
 __all__ = [
@@ -247,6 +248,14 @@ def _min_plus(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = F
     k, m = log_z.shape
     out = np.empty_like(log_z)
     step = max(1, 4_000_000 // max(k * m, 1))
+
+    if rows_min_plus is not None and log_z.dtype == np.float64:  # compiled: the same bits, no (rows, K, M) array
+        log_z, exponent = np.ascontiguousarray(log_z), np.ascontiguousarray(exponent, dtype=np.float64)
+        thread_map(
+            lambda s: rows_min_plus(exponent[s : s + step], s, exclude_self, log_z, out[s : s + step]),
+            range(0, k, step),
+        )
+        return out
 
     def block(s: int) -> None:
         rows = exponent[s : s + step].copy()

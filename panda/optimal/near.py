@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import panda.optimal as _pkg
+from panda._min_plus import chunk_min_plus
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class _Near:
     def min_plus(self, w: np.ndarray) -> np.ndarray:
         """``min over near j of (exponent[i, j] + w[j, y])`` for every ``(i, y)`` (``inf`` without any)."""
         out = np.empty_like(w)
+        if chunk_min_plus is not None and w.dtype == np.float64:  # compiled: the same bits, no (rows, D, M) array
+            w = np.ascontiguousarray(w)
+            _pkg.thread_map(lambda part: chunk_min_plus(*part, w, out), self.chunks)
+            return out
 
         def chunk(part: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
             rows, index, e = part

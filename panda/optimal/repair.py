@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import panda.optimal as _pkg
+from panda._min_plus import mix_ratio
 from panda.optimal.near import _Near
 
 
@@ -230,7 +231,36 @@ def _uniform_mix_weight(z: np.ndarray, exponent: np.ndarray, *, near: _Near | No
     """
     k, m = z.shape
     low = float(z.min())
-    if near is not None and low > 0 and near.covers(float(z.max()) / low):
+    use_near = near is not None and low > 0 and near.covers(float(z.max()) / low)
+    if mix_ratio is not None and z.dtype == np.float64:  # compiled: the same ratio, no (rows, near, M) arrays
+        ratio = _mix_ratio_compiled(np.ascontiguousarray(z), exponent, near if use_near else None)
+    else:
+        ratio = _mix_ratio_numpy(z, exponent, near if use_near else None)
+    if not np.isfinite(ratio):
+        return 1.0
+    # Rounding: a hair more than the exact value.
+    return min(1.0, ratio / (1.0 + ratio) * (1 + 1e-9) + 1e-15)
+
+
+def _mix_ratio_compiled(z: np.ndarray, exponent: np.ndarray, near: _Near | None) -> float:
+    """:func:`_mix_ratio_numpy`'s value by :func:`panda._min_plus.mix_ratio`, over blocks of rows on every core."""
+    k = z.shape[0]
+    if near is not None:
+        return max(_pkg.thread_map(lambda part: mix_ratio(part[0], part[1], np.exp(part[2]), z), near.chunks))
+    step = max(1, 4_000_000 // max(k * z.shape[1], 1))
+    every = np.arange(k)
+
+    def block(s: int) -> float:
+        a = np.exp(exponent[s : s + step])
+        return mix_ratio(every[s : s + step], np.tile(every, (a.shape[0], 1)), a, z)
+
+    return max(_pkg.thread_map(block, range(0, k, step)))
+
+
+def _mix_ratio_numpy(z: np.ndarray, exponent: np.ndarray, near: _Near | None) -> float:
+    """Return the largest violation of a pair row by ``z`` over its slack under the uniform mechanism (0: none)."""
+    k, m = z.shape
+    if near is not None:
         blocks = ((z[rows, None, :], np.exp(e), z[index]) for rows, index, e in near.chunks)
     else:
         step = max(1, 4_000_000 // max(k * m, 1))
@@ -243,7 +273,4 @@ def _uniform_mix_weight(z: np.ndarray, exponent: np.ndarray, *, near: _Near | No
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(viol > 0, viol / slack[:, :, None], 0.0)
         ratio = max(ratio, float(np.nan_to_num(r, nan=np.inf).max()))
-    if not np.isfinite(ratio):
-        return 1.0
-    # Rounding: a hair more than the exact value.
-    return min(1.0, ratio / (1.0 + ratio) * (1 + 1e-9) + 1e-15)
+    return ratio
