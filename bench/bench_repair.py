@@ -3,6 +3,9 @@
     python bench/bench_repair.py --city rome-paper --records 2000 --repeats 3
     python bench/bench_repair.py --records 500
 
+Then the same repair with numba's compiled min-plus loops (:mod:`panda._min_plus`, the default) against
+numpy's broadcast sums, on both paths, and whether the matrices are the same to the bit.
+
 ``solve_optimal`` repairs each round's point exactly (``exact_repair``: the upper bound) and looks
 for violated pair rows (``separate_right``). Both are min-plus products over pairs of records; only
 pairs within the floor radius ``ln(1/eta)/eps`` can matter, and ``_Near`` lists them. This runs
@@ -75,6 +78,34 @@ def main() -> None:
     (t_all, r_all), (t_near, r_near) = (_median_time(separate(nr), args.repeats) for nr in (None, near))
     same = all(np.array_equal(np.sort(a), np.sort(b)) for a, b in zip(r_all[:3], r_near[:3], strict=True))
     print(f"| separate_right | {t_all:.3f} | {t_near:.3f} | {t_all / t_near:.1f}x | {same} ({r_all[0].size} rows) |")
+    _compiled_against_numpy(repair, near, args.repeats)
+
+
+def _compiled_against_numpy(repair, near: _Near, repeats: int) -> None:
+    """exact_repair with the compiled loops, then with numpy's (the modules' names set to None), side by side."""
+    import panda.lp
+    import panda.optimal.near
+    import panda.optimal.repair
+
+    names = ((panda.lp, "rows_min_plus"), (panda.optimal.near, "chunk_min_plus"), (panda.optimal.repair, "mix_ratio"))
+    compiled = [getattr(module, name) for module, name in names]
+    if any(fn is None for fn in compiled):
+        print("\nnumba does not import here: no compiled loops to compare")
+        return
+    repair(near)()  # compiled (or loaded from numba's cache) before timing
+    print("\n| exact_repair | compiled loops (s) | numpy (s) | ratio | same bits |")
+    print("|---|---|---|---|---|")
+    for label, nr in (("all pairs", None), ("near pairs", near)):
+        t_fast, (m_fast, _) = _median_time(repair(nr), repeats)
+        for module, name in names:
+            setattr(module, name, None)
+        try:
+            t_slow, (m_slow, _) = _median_time(repair(nr), repeats)
+        finally:
+            for (module, name), fn in zip(names, compiled, strict=True):
+                setattr(module, name, fn)
+        same = m_fast.tobytes() == m_slow.tobytes()
+        print(f"| {label} | {t_fast:.3f} | {t_slow:.3f} | {t_slow / t_fast:.1f}x | {same} |")
 
 
 if __name__ == "__main__":
