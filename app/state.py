@@ -240,6 +240,11 @@ def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> 
     return _run_job("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S, priority=LOW)
 
 
+#: An optimal LP with at most this time limit (seconds) is an interactive job, like the other mechanisms: the
+#: Lesson's first certified mechanism, which a student waits for. A longer one is a long job (the long worker).
+INTERACTIVE_LP_S = 5.0
+
+
 #: A baseline matrix is K x M floats (0.4 MB at K = 500, M = 100): the Lesson caches one per mechanism and eps.
 @st.cache_data(max_entries=64, show_spinner=False)
 def baseline(
@@ -255,7 +260,8 @@ def baseline(
     ``_numbers``: measure it in the same job (:func:`mechanism_numbers` then finds its numbers at once: what
     the Lesson shows of a new mechanism costs one trip through the class's queue, not two).
 
-    The optimal LP ("lp") is a long job (low priority); the other mechanisms are interactive. A mechanism
+    The optimal LP ("lp") is a long job (low priority) unless its time limit is at most :data:`INTERACTIVE_LP_S`;
+    the other mechanisms are interactive. A mechanism
     in the result store (app/result_store.py) is read from there; one built here is kept there.
     ``_progress`` (not part of the cache key) gets the job's messages, "busy: N ahead of you" included.
     """
@@ -264,7 +270,8 @@ def baseline(
     if kept is not None:  # computed before (by any server of the class, or prepared): at once
         return kept
     limit = float(dict(options).get("time_limit_s", 0.0)) + JOB_TIMEOUT_S
-    priority = LOW if name == "lp" else HIGH
+    long_lp = name == "lp" and float(dict(options).get("time_limit_s", math.inf)) > INTERACTIVE_LP_S
+    priority = LOW if long_lp else HIGH
     out = _run_job(
         "baseline_numbers" if _numbers else "baseline",
         instance(*instance_key),

@@ -45,7 +45,7 @@ LESSON_OPTIONS = {
     "em-br": {},
     "lp-ca": {"time_limit_s": 20.0},
     "lp-em": {"time_limit_s": 20.0},
-    "lp": {"time_limit_s": 3.0},
+    "lp": {"time_limit_s": 1.5},
 }
 
 
