@@ -141,7 +141,18 @@ def main() -> None:
         help="skip the bench's second exact audit (build_lp audits every certified matrix itself: column 'audit' then "
         "shows that one)",
     )
+    ap.add_argument(
+        "--round-steps-max",
+        type=int,
+        default=None,
+        help="cap on a PDHG round's steps (panda.optimal.PDHG_ROUND_STEPS_MAX; 0: no cap, 2 K steps, the rule before "
+        "the cap; default: the library's)",
+    )
     args = ap.parse_args()
+    if args.round_steps_max is not None:
+        from panda import optimal
+
+        optimal.PDHG_ROUND_STEPS_MAX = args.round_steps_max or None
     net = panda.load_city(args.city)
     rows = []
     header = "| instance | K | eps | seed | method | time (s) | upper (m) | lower (m) | gap | rounds | audit | status |"

@@ -251,6 +251,7 @@ def _min_plus(log_z: np.ndarray, exponent: np.ndarray, *, exclude_self: bool = F
 
     if rows_min_plus is not None and log_z.dtype == np.float64:  # compiled: the same bits, no (rows, K, M) array
         log_z, exponent = np.ascontiguousarray(log_z), np.ascontiguousarray(exponent, dtype=np.float64)
+        out = np.empty_like(log_z)  # C order, as log_z now: one compiled signature (panda._min_plus.warm_up)
         thread_map(
             lambda s: rows_min_plus(exponent[s : s + step], s, exclude_self, log_z, out[s : s + step]),
             range(0, k, step),

@@ -10,6 +10,7 @@ import panda.lp as lp
 import panda.optimal.near as near_mod
 import panda.optimal.repair as repair
 from panda._min_plus import chunk_min_plus, mix_ratio, rows_min_plus
+from panda.optimal import solve_optimal
 from panda.optimal.driver import _prepared
 
 pytestmark = pytest.mark.skipif(rows_min_plus is None, reason="numba does not import here")
@@ -108,5 +109,9 @@ def test_warming_up_compiles_what_a_solve_runs(exponent_and_near):
         _, info = repair.exact_repair(z, exponent, eta=1e-6, cost=rng.random(z.shape), near=n)
         assert info["max_log_excess_before"] > 0  # repaired: min-plus products ran
         assert repair._uniform_mix_weight(z, exponent, near=n) > 0
-    assert [len(w) for w in warmed] == [1, 1, 1]
-    assert [set(kernel.signatures) for kernel in kernels] == warmed
+    for city in ("liechtenstein", "kotka"):  # whole solves, on the near lists and on all pairs
+        inst = panda.make_instance(panda.load_city(city), n_records=80, n_outputs=30, n_users=5, seed=1)
+        res = solve_optimal(inst.prior[:, None] * inst.cost_m, inst.d_km, 5.0, method="pdhg", max_rounds=3)
+        assert np.isfinite(res.upper_bound)
+    assert all(warmed)
+    assert [set(kernel.signatures) for kernel in kernels] == warmed  # nothing compiled for the repairs

@@ -233,9 +233,15 @@ def test_spanner_start_out_of_time_still_returns_an_audited_mechanism(inst, exac
     assert audit_mechanism(res.matrix, inst.d_km, EPS).passed
 
 
-def test_pdhg_rounds_grow_with_the_records(inst):
-    """A round's default steps: 2 K in multiples of 64, at least PDHG_ROUND_STEPS (measured; see the docstring)."""
-    assert [optimal.pdhg_round_steps(k) for k in (60, 500, 1000, 1001, 2000)] == [1024, 1024, 2048, 2048, 4032]
+def test_pdhg_rounds_grow_with_the_records_up_to_the_cap(inst, monkeypatch):
+    """A round's default steps: 2 K in multiples of 64, at least PDHG_ROUND_STEPS and at most PDHG_ROUND_STEPS_MAX
+    (measured; see the docstring); without the cap, 2 K at every size (the rule before it)."""
+    sizes = (60, 500, 600, 640, 641, 1000, 5000, 10_000)
+    assert (optimal.PDHG_ROUND_STEPS, optimal.PDHG_ROUND_STEPS_MAX) == (1024, 1280)
+    assert [optimal.pdhg_round_steps(k) for k in sizes] == [1024, 1024, 1216, 1280, 1280, 1280, 1280, 1280]
+    monkeypatch.setattr(optimal, "PDHG_ROUND_STEPS_MAX", None)
+    assert [optimal.pdhg_round_steps(k) for k in sizes] == [1024, 1024, 1216, 1280, 1344, 2048, 10_048, 20_032]
+    monkeypatch.undo()
     cost = inst.prior[:, None] * inst.cost_m
     res = solve_optimal(cost, inst.d_km, EPS, method="pdhg", gap=0.0, time_limit_s=60.0, max_rounds=1)
     assert res.rounds[0]["iterations"] == optimal.pdhg_round_steps(cost.shape[0]) == optimal.PDHG_ROUND_STEPS

@@ -93,6 +93,12 @@ METHODS = ("simplex", "ipm", "pdhg")
 #: seconds, so a run's rounds do not depend on the machine's speed of the moment.
 PDHG_SEPARATION_REL = 1e-2
 PDHG_ROUND_STEPS = 1024
+#: ``method="pdhg"``: the most steps of a round by default (:func:`pdhg_round_steps`; ``None``: no cap,
+#: ``2 K`` at every K, the rule before it). Side by side, 5/km, seeds 0-2, time to the 0.5 % gap
+#: (docs/benchmarks.md, "Rome at scale"): Rome K = 5000 median 54.8 s with 1,280-step rounds, 78.1 s with
+#: 2,560, 177.4 s with 10,048 (2 K); Rome K = 2000 16.2 s against 24.6 s (4,032); Neubrandenburg K = 1000
+#: 28.7 s against 35.3 s (2,048), every seed faster.
+PDHG_ROUND_STEPS_MAX: int | None = 1280
 
 #: ``method="pdhg"``: the scheme of :func:`panda.pdhg.pdhg` for the rounds. Restarted reflected
 #: Halpern PDHG against PDLP's adaptive step, side by side at 30 s (K = 500, 5/km, seeds 0-5): median

@@ -47,11 +47,12 @@ class _Near:
 
     def min_plus(self, w: np.ndarray) -> np.ndarray:
         """``min over near j of (exponent[i, j] + w[j, y])`` for every ``(i, y)`` (``inf`` without any)."""
-        out = np.empty_like(w)
         if chunk_min_plus is not None and w.dtype == np.float64:  # compiled: the same bits, no (rows, D, M) array
             w = np.ascontiguousarray(w)
+            out = np.empty_like(w)  # C order, as w now: one compiled signature (panda._min_plus.warm_up)
             _pkg.thread_map(lambda part: chunk_min_plus(*part, w, out), self.chunks)
             return out
+        out = np.empty_like(w)
 
         def chunk(part: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
             rows, index, e = part

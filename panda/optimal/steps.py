@@ -20,14 +20,18 @@ Certify = Callable[[np.ndarray, np.ndarray], None]
 
 
 def pdhg_round_steps(k: int) -> int:
-    """Return the default steps of a PDHG round for ``k`` records: ``2 k`` in multiples of 64, at least 1,024.
+    """Return the default steps of a PDHG round for ``k`` records: ``2 k`` in multiples of 64, in [1,024, 1,280].
 
     Measured with Halpern's scheme, side by side (docs/benchmarks.md, ninth pass): at K = 500,
     1,024-step rounds beat 2,048 (30 s: median gap 0.84 against 1.22 % on 5/km, seeds 0-5; 1.19
-    against 2.65 % on 1/km); at K = 1000, 2,048 beat 1,024 (120 s: 1.18 against 1.76 %). A larger
-    LP's point needs more steps to settle before its violated rows are worth separating.
+    against 2.65 % on 1/km); at K = 1000, 2,048 beat 1,024 then (120 s: 1.18 against 1.76 %). With the
+    compiled steps and repair, short rounds win at every size measured since (:data:`PDHG_ROUND_STEPS_MAX`):
+    a round's rows are worth separating well before its LP's point has settled, and each new LP restarts
+    PDHG anyway.
     """
-    return max(_pkg.PDHG_ROUND_STEPS, 64 * -(-2 * int(k) // 64))
+    steps = max(_pkg.PDHG_ROUND_STEPS, 64 * -(-2 * int(k) // 64))
+    cap = _pkg.PDHG_ROUND_STEPS_MAX
+    return steps if cap is None else max(_pkg.PDHG_ROUND_STEPS, min(steps, int(cap)))
 
 
 @dataclass
