@@ -24,6 +24,7 @@ PHONE_MAP_HEIGHT_PX = 400
 _BASE = """
 .block-container { padding-top: 2.2rem; padding-bottom: 1rem; }
 h4 { padding-top: 0.1rem; }
+.st-key-lesson_title h1 { font-size: 1.5rem; font-weight: 600; line-height: 1.2; padding: 0.5rem 0 1rem 0; }
 [data-testid="stMetricValue"] { font-size: 1.75rem; }
 """
 #: WCAG AA contrast (4.5:1 for small text, found by axe-core, tests/test_browser_a11y.py): Streamlit's

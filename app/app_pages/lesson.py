@@ -126,7 +126,8 @@ def _map_clicked() -> None:
 # ---------------------------------------------------------------------------------------------
 # Header and controls (right column); the map fills the left column, above the fold at 1280x720.
 place_name = panda.CITIES[net.name][1].split(":")[0] if net.name in panda.CITIES else net.name
-st.markdown(f"#### Geo-indistinguishability on the roads of {place_name}")
+with st.container(key="lesson_title"):  # the page's h1, at an h4's size (app/style.py): headings then go in order
+    st.markdown(f"# Geo-indistinguishability on the roads of {place_name}")
 if not presenting:
     st.caption(
         "**Start here:** ① move **ε** and watch where place A's reports land · ② switch mechanisms and read "
