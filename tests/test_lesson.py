@@ -218,7 +218,7 @@ def test_two_places_svg_draws_the_same_bars(small):
 
 def test_lesson_is_the_first_screen_and_works():
     at = run_ok(make_app())
-    assert at.main.markdown[0].value.startswith("#### Geo-indistinguishability")
+    assert at.main.markdown[0].value.startswith("# Geo-indistinguishability")  # the page's h1 (styled small)
     assert metric(at, "Error at A").endswith(" m")
     assert metric(at, "Attacker").endswith(" m")
     assert at.selectbox(key="lesson_mech").value == "laplace"
