@@ -18,13 +18,23 @@ who knows the prior and the matrix, the privacy measure of Shokri et al. (2012).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from panda.mechanisms.base import check_epsilon
 
-__all__ = ["MdpAudit", "WorstPair", "audit_mechanism", "adversary_error_m", "mechanism_numbers"]
+__all__ = [
+    "MdpAudit",
+    "WorstPair",
+    "audit_mechanism",
+    "adversary_error_m",
+    "audit_numbers",
+    "kept_audit_numbers",
+    "matrix_digest",
+    "mechanism_numbers",
+]
 
 #: Elements of one ``chunk x K x M`` block of log-ratios (bounds the audit's memory, ~32 MB).
 _CHUNK_ELEMENTS = 4_000_000
@@ -425,6 +435,42 @@ def adversary_error_m(
 # --- PAnDA (PmDP) audit ---
 
 
+def matrix_digest(matrix: np.ndarray) -> str:
+    """A digest of a matrix's shape, type and bytes (which matrix an audit's numbers belong to)."""
+    m = np.ascontiguousarray(matrix)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{m.shape}{m.dtype.str}".encode())
+    h.update(memoryview(m).cast("B"))
+    return h.hexdigest()
+
+
+def audit_numbers(aud: MdpAudit, matrix: np.ndarray) -> dict:
+    """An audit's numbers for :func:`mechanism_numbers`, with the budget and the digest of the matrix audited.
+
+    A mechanism that was audited exactly when it was built keeps these in ``details["exact_audit"]``
+    (the certified optimal LP), and :func:`mechanism_numbers` then reuses them instead of auditing the
+    same matrix again.
+    """
+    return {
+        "epsilon_per_km": float(aud.epsilon_per_km),
+        "matrix": matrix_digest(matrix),
+        "passed": bool(aud.passed),
+        "violation_rate": float(aud.violation_rate),
+        "epsilon_min_per_km": float(aud.epsilon_min_per_km),
+        "scope": str(aud.scope),
+    }
+
+
+def kept_audit_numbers(mechanism: object, epsilon_per_km: float) -> dict | None:
+    """The numbers of the exact audit made when ``mechanism`` was built (:func:`audit_numbers`), if they are of
+    its matrix (the digest matches) at this budget; else ``None``."""
+    numbers = (getattr(mechanism, "details", None) or {}).get("exact_audit")
+    matrix = getattr(mechanism, "matrix", None)
+    if not isinstance(numbers, dict) or matrix is None or numbers.get("epsilon_per_km") != float(epsilon_per_km):
+        return None
+    return numbers if numbers.get("matrix") == matrix_digest(matrix) else None
+
+
 def mechanism_numbers(instance: object, mechanism: object, epsilon_per_km: float) -> dict:
     """Exact mDP audit (every record pair), Bayes attacker's error and loss of a mechanism's matrix.
 
@@ -441,12 +487,9 @@ def mechanism_numbers(instance: object, mechanism: object, epsilon_per_km: float
     out["adversary_error_m"] = float(adversary_error_m(matrix, instance.prior, instance.d_km * 1000.0))
     if (mechanism.details or {}).get("estimated"):
         return out
-    aud = audit_mechanism(matrix, instance.d_km, float(epsilon_per_km))
-    out.update(
-        audited=True,
-        passed=bool(aud.passed),
-        violation_rate=float(aud.violation_rate),
-        epsilon_min_per_km=float(aud.epsilon_min_per_km),
-        scope=str(aud.scope),
-    )
+    numbers = kept_audit_numbers(mechanism, float(epsilon_per_km))
+    if numbers is None:
+        numbers = audit_numbers(audit_mechanism(matrix, instance.d_km, float(epsilon_per_km)), matrix)
+    out.update({key: numbers[key] for key in ("passed", "violation_rate", "epsilon_min_per_km", "scope")})
+    out["audited"] = True
     return out

@@ -283,3 +283,34 @@ def test_an_attacker_with_a_wrong_belief_errs_more_and_is_counted_by_brute_force
 def test_adversary_error_rejects_bad_shapes():
     with pytest.raises(ValueError):
         adversary_error_m(np.eye(3), np.ones(2) / 2, LINE_D)
+
+
+def test_mechanism_numbers_reuse_the_audit_made_with_the_optimal_lp_only_for_its_matrix(kotka, monkeypatch):
+    """The certified LP is audited when built; its numbers are those of a fresh audit, and a changed matrix or
+    another budget is audited again."""
+    import dataclasses
+
+    from panda import make_instance
+    from panda.mechanisms import build_lp
+
+    inst = make_instance(kotka, n_records=30, n_outputs=20, n_users=10, seed=2)
+    mech = build_lp(inst, 5.0, method="certified", start="spanner", time_limit_s=60)
+    fresh = audit.audit_numbers(audit_mechanism(mech.matrix, inst.d_km, 5.0), mech.matrix)
+    assert mech.details["exact_audit"] == fresh
+    calls = []
+    real = audit.audit_mechanism
+    monkeypatch.setattr(audit, "audit_mechanism", lambda *a, **k: calls.append(a) or real(*a, **k))
+    numbers = audit.mechanism_numbers(inst, mech, 5.0)
+    assert calls == [] and numbers["audited"] and numbers["passed"]
+    assert {key: numbers[key] for key in ("passed", "violation_rate", "epsilon_min_per_km", "scope")} == {
+        key: fresh[key] for key in ("passed", "violation_rate", "epsilon_min_per_km", "scope")
+    }
+    # Another budget: audited again (and the optimum at 5/km breaks 1/km on some pairs).
+    strict = audit.mechanism_numbers(inst, mech, 1.0)
+    assert len(calls) == 1 and not strict["passed"] and strict["violation_rate"] > 0
+    # The same details with another matrix: the kept numbers are not of it.
+    broken = mech.matrix.copy()
+    broken[0] = broken[-1][::-1]
+    other = dataclasses.replace(mech, matrix=broken)
+    assert audit.kept_audit_numbers(other, 5.0) is None
+    assert not audit.mechanism_numbers(inst, other, 5.0)["passed"] and len(calls) == 2

@@ -565,11 +565,12 @@ def _build_certified(
     if warm is not None:  # the start's facts (small); the state itself is returned, never kept in details
         details["warm"] = dict(res.info.get("warm") or {})
     if res.matrix is not None:
-        from panda.audit import audit_mechanism  # here: panda.audit imports panda.mechanisms
+        from panda.audit import audit_mechanism, audit_numbers  # here: panda.audit imports panda.mechanisms
 
         # The certificate's upper half, checked independently: every pair, exactly.
         audit = audit_mechanism(res.matrix, instance.d_km, eps)
         details.update(audit_passed=audit.passed, audit_epsilon_min_per_km=audit.epsilon_min_per_km)
+        details["exact_audit"] = audit_numbers(audit, res.matrix)  # mechanism_numbers reuses it
         if not audit.passed:
             status = f"failed: the repaired matrix breaks eps-mDP on {audit.n_violations} pairs (a bug; report it)"
             return finish("lp", eps, instance, None, status, t0, details), res
