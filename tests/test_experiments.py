@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import threading
 import time
 import types
 
@@ -175,6 +176,37 @@ def test_rerun_into_the_same_folder_adds_nothing_and_computes_nothing(local_run)
     assert outcome.n_rows_skipped == outcome.n_rows_total == 12
     assert outcome.wall_time_s < 5.0  # no instance built, no worker started
     assert (out / "rows.csv").read_bytes() == before
+
+
+def test_local_workers_share_the_cores_and_serial_runs_use_them_all(local_run, tmp_path):
+    """2 local workers: each method may use cores // 2 (threads and PDHG's compiled steps); the rows say so.
+
+    Without the share, both workers' PDHG ran on 2 threads each on 2 cores: Rome K = 2,000 took 149-206 s
+    in the reproduction instead of 14-18 s.
+    """
+    from panda import threads
+
+    out, _ = local_run
+    share = max(1, threads.cores() // 2)
+    assert {json.loads(r["details"]).get("cores") for r in ex.read_rows(out)} == {min(threads.THREADS, share)}
+    runs = json.loads((out / "experiment.json").read_text())["runs"]
+    assert [r["cores_per_worker"] for r in runs if r["units_run"]] == [share]
+    serial = ex.run_experiment(_spec(k_values=[30], repeats=1), tmp_path / "serial", executor="serial", progress=None,
+                               figures=False)  # fmt: skip
+    assert serial.n_rows_written > 0
+    assert {json.loads(r["details"]).get("cores") for r in ex.read_rows(tmp_path / "serial")} == {threads.THREADS}
+
+
+def test_use_cores_limits_the_threads_and_the_compiled_steps(monkeypatch):
+    from panda import _pdhg_blocks, threads
+
+    monkeypatch.setattr(threads, "THREADS", 2)
+    monkeypatch.setattr(_pdhg_blocks, "thread_policy", None)
+    monkeypatch.setattr(measure, "_CORE_SHARE", None)
+    measure.use_cores(1)
+    assert threads.THREADS == 1 and _pdhg_blocks.thread_policy() == 1 and measure._CORE_SHARE == 1
+    seen = threads.thread_map(lambda _: threading.current_thread().name, range(4))
+    assert set(seen) == {threading.current_thread().name}  # one core: in the calling thread
 
 
 def test_interrupted_sweep_resumes_only_the_missing_rows(local_run, tmp_path):

@@ -125,6 +125,9 @@ def measure_method(
         details["panda_timings_s"] = dict(t)
         details["lp_status"] = res.lp_status
     row["audit_time_s"] = time.perf_counter() - t_audit
+    from panda import threads
+
+    details["cores"] = threads.THREADS  # the cores the method could use (use_cores)
     row["details"] = json.dumps(details, default=_json_default, sort_keys=True)
     return row
 
@@ -135,6 +138,27 @@ def measure_method(
 
 
 _BUILD_GRACE_S = 10.0
+
+#: The cores a method of this process may use (:func:`use_cores`; ``None``: all of them). Passed on to the
+#: method's own process.
+_CORE_SHARE: int | None = None
+
+
+def use_cores(n: int) -> None:
+    """Let the methods of this process use ``n`` cores: threads of :func:`panda.threads.thread_map` and the
+    compiled PDHG steps (:data:`panda._pdhg_blocks.thread_policy`).
+
+    The local executor runs one process per core, so each gets one: with both PDHG's threads in each of two
+    processes on 2 cores, the reproduction's Rome K = 2,000 took 149-206 s instead of 14-18 s (its steps
+    wait for each other at every barrier).
+    """
+    global _CORE_SHARE
+    from panda import _pdhg_blocks, threads
+
+    n = max(1, int(n))
+    _CORE_SHARE = n
+    threads.THREADS = min(threads.THREADS, n)
+    _pdhg_blocks.thread_policy = lambda: n
 
 
 def _mp_context():
@@ -163,9 +187,13 @@ def _watch_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _child_main(conn, instance, job: Job, config, seed: int, audit_sample_pairs: int, memory_limit_gb) -> None:
+def _child_main(
+    conn, instance, job: Job, config, seed: int, audit_sample_pairs: int, memory_limit_gb, cores: int | None = None
+) -> None:
     try:
         _watch_parent()
+        if cores is not None:
+            use_cores(cores)
         if memory_limit_gb:
             try:
                 import resource
@@ -243,7 +271,7 @@ def _run_isolated(instance, job: Job, config, spec: ExperimentSpec, seed: int) -
     slim = dataclasses.replace(instance, _cache={})  # d_km is rebuilt in the child, not pickled
     proc = ctx.Process(
         target=_child_main,
-        args=(send, slim, job, config, seed, spec.audit_sample_pairs, spec.memory_limit_gb),
+        args=(send, slim, job, config, seed, spec.audit_sample_pairs, spec.memory_limit_gb, _CORE_SHARE),
         daemon=True,
         name=f"panda-{job.method}",
     )

@@ -30,11 +30,19 @@ from typing import Any, TextIO
 
 from panda.execution import SCHEDULER_ENV
 from panda.experiments.figures import write_figures
-from panda.experiments.measure import _can_isolate, _Interrupted, _mp_context, _run_isolated, measure_method
+from panda.experiments.measure import (
+    _can_isolate,
+    _Interrupted,
+    _mp_context,
+    _run_isolated,
+    measure_method,
+    use_cores,
+)
 from panda.experiments.progress import _hms, _Progress
 from panda.experiments.results import ROW_KEY, _json_default, _RowWriter, read_rows
 from panda.experiments.spec import _SPEC_KEYS_IDENTITY, ExperimentSpec, WorkUnit
 from panda.experiments.tables import write_tables
+from panda.threads import cores
 
 # ---------------------------------------------------------------------------------------------
 # running one unit
@@ -398,8 +406,9 @@ def run_experiment(
             if kind == "serial":
                 _run_serial(todo_units, skip, accept, prog, failed)
             elif kind == "local":
-                n_workers = workers or os.cpu_count() or 1
-                _run_local(todo_units, skip, accept, prog, failed, min(n_workers, len(todo_units)))
+                n_workers = min(workers or os.cpu_count() or 1, len(todo_units))
+                run_info["cores_per_worker"] = max(1, cores() // n_workers)
+                _run_local(todo_units, skip, accept, prog, failed, n_workers)
             else:
                 _run_dask(kind, executor, todo_units, skip, accept, prog, failed)
     except KeyboardInterrupt:
@@ -449,11 +458,13 @@ def run_experiment(
 _POOL_QUEUE = None
 
 
-def _pool_init(q) -> None:
+def _pool_init(q, n_cores: int | None = None) -> None:
     import signal
 
     global _POOL_QUEUE
     _POOL_QUEUE = q
+    if n_cores is not None:
+        use_cores(n_cores)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and stops the pool
 
 
@@ -564,7 +575,8 @@ def _run_local(units, skip, accept, prog: _Progress, failed: list, n_workers: in
 
     ctx = _mp_context()
     q = ctx.Queue()
-    pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_pool_init, initargs=(q,))
+    share = max(1, cores() // n_workers)  # the cores each worker's methods may use (use_cores): no more threads than cores
+    pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_pool_init, initargs=(q, share))
     futures = {}
     try:
         futures = {pool.submit(_pool_run_unit, u, skip): u for u in units}
