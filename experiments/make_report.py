@@ -368,6 +368,15 @@ def _range(cells, method, ks, digits=0) -> str:
     return f"{min(vals):,.{digits}f}-{max(vals):,.{digits}f}"
 
 
+def _workers_text(runs: list) -> str:
+    """How the run's methods shared the machine (the local executor's workers and each one's cores)."""
+    shares = sorted({int(r["cores_per_worker"]) for r in runs if r.get("units_run") and "cores_per_worker" in r})
+    if not shares:  # runs from before the workers shared the cores: both PDHG threads in each worker
+        return "2 worker processes (each method's PDHG on 2 threads, so on 2 cores 4 threads competed)"
+    cores = " or ".join(str(c) for c in shares)
+    return f"2 worker processes, two instances at a time, each method on {cores} core{'s' if shares != [1] else ''}"
+
+
 def build_report(folder: Path, *, note: str = "") -> str:
     """Return the Markdown report for the run in ``folder`` (``note``: one more Setup line, e.g. the load)."""
     rows = ex.read_rows(folder)
@@ -455,9 +464,8 @@ def build_report(folder: Path, *, note: str = "") -> str:
         "(with an anchor union equal to X that bound is the full LP itself)."
     )
     w(
-        f"- Machine: {machine.get('cpu_count')} cores ({machine.get('platform')}), shared with other jobs during the "
-        "run; "
-        f"2 worker processes. Solver HiGHS {pk.get('highspy')} (the paper: MATLAB linprog on a 24-core i9-13900F). "
+        f"- Machine: {machine.get('cpu_count')} cores ({machine.get('platform')}); {_workers_text(runs)}. Solver HiGHS "
+        f"{pk.get('highspy')} (the paper: MATLAB linprog on a 24-core i9-13900F). "
         f"numpy {pk.get('numpy')}, scipy {pk.get('scipy')}, Python {pk.get('python')}."
     )
     w(
@@ -784,7 +792,8 @@ def _gaps_text(
         "eta = 1e-6 the others are implied, exactly) and HiGHS solves the small LP directly, where the paper used "
         f"MATLAB and a Benders decomposition. Most of the rest ({sel:.2f} s at K = {kmax:,}) is the selection model "
         "over all of X. Our EM and EM+BR times are measured (the paper printed '<= 0.005' for EM). All times are "
-        "wall clock on a 2-core machine that other work shared at times; rows.csv also holds each method's CPU time "
+        "wall clock on a 2-core machine running two instances at a time (Setup); rows.csv also holds each method's "
+        "CPU time "
         f"(cpu_time_s){cpu_text}."
     )
     opt = _optimal_lp_rows(rows)
