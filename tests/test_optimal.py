@@ -222,10 +222,14 @@ def test_spanner_start_certifies_the_optimum_by_pdhg(inst, exact_optimum):
 
 
 def test_spanner_start_out_of_time_still_returns_an_audited_mechanism(inst, exact_optimum):
-    """A budget of 1 ms: one short PDHG round, its point repaired exactly, both bounds stated."""
+    """A budget of 1 ms: one short PDHG round, its point repaired exactly, both bounds stated; its pair multipliers
+    are PDHG's own (past the deadline and its grace, no small LP starts), with time every output gets its LP's."""
     res = build_lp(inst, EPS, time_limit_s=1e-3, start="spanner")
     det = res.details
     assert res.matrix is not None and not res.solved and res.status.startswith("unsolved")
+    assert [r.get("multiplier_outputs") for r in det["row_generation"]["rounds"]] == [0]
+    timed = build_lp(inst, EPS, time_limit_s=60, start="spanner").details["row_generation"]["rounds"]
+    assert {r["multiplier_outputs"] for r in timed if "multiplier_outputs" in r} == {inst.n_outputs}
     assert det["lower_bound_m"] <= exact_optimum * (1 + 1e-6) <= det["upper_bound_m"] * (1 + 2e-6)
     # Never below the mechanism without privacy (PDHG's first dual points can be far below 0).
     no_privacy = (inst.prior[:, None] * inst.cost_m).min(axis=1).sum()
@@ -480,7 +484,8 @@ def test_best_pair_multipliers_maximise_the_bound_for_fixed_row_sum_multipliers(
     s, x, y = spanner_seed_rows(inst, EPS, 1e-6)
     a = np.exp(EPS * inst.d_km[s, x])
     u = cost.min(axis=1) + 0.5 * (cost.mean(axis=1) - cost.min(axis=1))
-    lam = best_pair_multipliers(cost, u, s, x, y, a, eta=1e-6)
+    lam, solved = best_pair_multipliers(cost, u, s, x, y, a, eta=1e-6)
+    assert solved == np.unique(y).size  # every output with rows got its LP's multipliers
     assert lam.shape == s.shape and (lam >= 0).all() and (lam > 0).any()
     best, _ = dual_bound(cost, u, lam, s, x, y, a, eta=1e-6)
     assert best <= exact_optimum * (1 + 1e-9)
@@ -491,6 +496,27 @@ def test_best_pair_multipliers_maximise_the_bound_for_fixed_row_sum_multipliers(
         )
         assert other <= best + 1e-9 * abs(best)
     assert best > dual_bound(cost, u, np.zeros(s.size), s, x, y, a, eta=1e-6)[0]
+
+
+def test_best_pair_multipliers_after_the_deadline_keep_the_fallback(inst, exact_optimum):
+    """Past its deadline no output's LP starts: every row keeps the fallback's multiplier (clipped at 0)."""
+    import time
+
+    from panda.mechanisms.lp_full import spanner_seed_rows
+    from panda.optimal import best_pair_multipliers
+
+    cost = inst.prior[:, None] * inst.cost_m
+    s, x, y = spanner_seed_rows(inst, EPS, 1e-6)
+    a = np.exp(EPS * inst.d_km[s, x])
+    u = cost.min(axis=1) + 0.5 * (cost.mean(axis=1) - cost.min(axis=1))
+    fallback = np.random.default_rng(1).normal(0.0, 1e-3, s.size)
+    lam, solved = best_pair_multipliers(cost, u, s, x, y, a, eta=1e-6, deadline=time.perf_counter() - 1.0,
+                                        fallback=fallback)  # fmt: skip
+    assert solved == 0
+    np.testing.assert_array_equal(lam, np.clip(fallback, 0.0, None))
+    late, _ = dual_bound(cost, u, lam, s, x, y, a, eta=1e-6)
+    best, _ = dual_bound(cost, u, best_pair_multipliers(cost, u, s, x, y, a, eta=1e-6)[0], s, x, y, a, eta=1e-6)
+    assert late < best <= exact_optimum * (1 + 1e-9)  # valid, and weaker than the LPs' multipliers
 
 
 def test_auto_start_picks_pdhg_on_dense_instances(kotka):

@@ -62,7 +62,7 @@ def test_the_certificate_on_threads_equals_the_one_on_one_thread(monkeypatch, ce
         monkeypatch.setattr(threads, "THREADS", n)
         s, x, y, score = separate_right(z, a_full)
         u = cost.min(axis=1) + 5.0
-        lam = best_pair_multipliers(cost, u, s, x, y, a_full[s, x], eta=eta)
+        lam, _ = best_pair_multipliers(cost, u, s, x, y, a_full[s, x], eta=eta)
         repaired, _ = exact_repair(z, exponent, eta=eta, cost=cost)  # min-plus products over blocks
         results[n] = (s, x, y, score, lam, repaired)
     assert min(calls) >= 2  # every threaded loop had work to split

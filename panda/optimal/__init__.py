@@ -118,6 +118,21 @@ PDHG_DROP_SLACK: float | None = 0.5
 #: gets at most this share of the time spent in rounds; the last round is always certified.
 CERTIFICATE_SHARE = 0.25
 
+#: ``method="pdhg"``: the last round's certificate may run this share of the time limit past the deadline;
+#: then the outputs whose pair multipliers (:func:`best_pair_multipliers`) are not solved yet keep PDHG's own
+#: (a weaker bound, as valid). The Lesson's first solve (1.5 s) at 1/km, side by side with no grace: 2.2-2.3 s
+#: and a gap of 16.7 % (about 77 of 100 outputs solved) against 3.1-3.3 s and 10.4 %; with 1.0: 2.5 s, 14.8 %
+#: (docs/benchmarks.md, "Optimal LP in the dashboard's worker").
+CERTIFICATE_GRACE = 0.5
+
+#: ``method="pdhg"``: what the certificate after a round is expected to cost before one was measured
+#: (then the measured cost replaces it): seconds per pair row for the multipliers (4.9 us at K = 500,
+#: 1/km, 237 k rows: 1.16 s), and per entry of the matrix for the exact repair. The round before the
+#: deadline is the last (certified) when this does not fit after it; PDHG's own run is cut only by the
+#: repair's share until the multipliers were measured (cut by both, the one round at 1/km had 64 steps
+#: and a gap of 84.5 % instead of 1,024 and 16.7 %).
+TAIL_PER_ROW_S, TAIL_PER_ENTRY_S = 5e-6, 1e-6
+
 #: ``method="pdhg"``: the bound of PDHG's dual point is computed every this many steps.
 _BOUND_EVERY_STEPS = 512
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import highspy
 import numpy as np
 import scipy.sparse as sp
@@ -52,34 +54,54 @@ def dual_bound(
 
 
 def best_pair_multipliers(
-    cost: np.ndarray, u: np.ndarray, s: np.ndarray, x: np.ndarray, y: np.ndarray, a: np.ndarray, *, eta: float
-) -> np.ndarray:
+    cost: np.ndarray,
+    u: np.ndarray,
+    s: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    a: np.ndarray,
+    *,
+    eta: float,
+    deadline: float | None = None,
+    fallback: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
     """Find the pair-row multipliers that maximise :func:`dual_bound` for fixed row-sum multipliers ``u``.
 
     With ``u`` fixed the bound separates by output: for each ``y`` the dual of
     ``min (cost[:, y] - u) . v  s.t.  v[s] <= a v[x] (its rows), eta <= v <= 1`` (one small LP per
     output, HiGHS dual simplex). Its multipliers, put into :func:`dual_bound`, give the Lagrangian
     value of ``u`` over these rows, computed by our own weak-duality formula (so HiGHS's tolerances
-    cannot make it unsound). Returns one multiplier ``>= 0`` per row (0 where an output's LP failed).
+    cannot make it unsound).
+
+    An output whose LP fails, or is not started by ``deadline`` (``time.perf_counter()``; ``None``: no
+    deadline), keeps ``fallback``'s multipliers on its rows (0 without one): any multipliers ``>= 0``
+    give a valid bound, and the bound separates by output.
+
+    Returns
+    -------
+    lam, solved
+        One multiplier ``>= 0`` per row, and how many outputs (of those with rows) got their LP's.
     """
     k, m = cost.shape
-    lam = np.zeros(s.size)
+    lam = np.zeros(s.size) if fallback is None else np.clip(np.asarray(fallback, dtype=float), 0.0, None)
     order = np.argsort(y, kind="stable")
     starts = np.searchsorted(y[order], np.arange(m + 1))
 
-    def solve(out: int) -> None:
+    def solve(out: int) -> bool:
         idx = order[starts[out] : starts[out + 1]]
         n = idx.size
-        if n == 0:
-            return
+        if n == 0 or (deadline is not None and time.perf_counter() > deadline):
+            return False
         rows = np.r_[np.arange(n), np.arange(n)]
         pairs = sp.csr_matrix((np.r_[np.ones(n), -a[idx]], (rows, np.r_[s[idx], x[idx]])), shape=(n, k))
         h = _pkg.build_highs(
             cost[:, out] - u, pairs, np.full(n, -np.inf), np.zeros(n), np.full(k, eta), np.ones(k), solver="simplex"
         )
         h.run()
-        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-            lam[idx] = np.clip(-np.asarray(h.getSolution().row_dual, dtype=float), 0.0, None)
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return False
+        lam[idx] = np.clip(-np.asarray(h.getSolution().row_dual, dtype=float), 0.0, None)
+        return True
 
-    _pkg.thread_map(solve, range(m))  # HiGHS leaves the GIL: 1.6-1.9x faster on 2 cores
-    return lam
+    solved = _pkg.thread_map(solve, range(m))  # HiGHS leaves the GIL: 1.6-1.9x faster on 2 cores
+    return lam, int(sum(solved))

@@ -55,7 +55,9 @@ def solve_optimal(
         Stop once ``(upper - lower) / upper <= gap`` (``0``: run until no row is violated; the run
         then counts as solved with a gap up to :data:`EXACT_GAP`, the repair's rounding).
     time_limit_s
-        Wall-time budget for everything, seconds.
+        Wall-time budget for everything, seconds. ``"pdhg"``: PDHG keeps back the expected cost of the last
+        round's certificate; its pair multipliers stop :data:`CERTIFICATE_GRACE` of the budget past it at the
+        latest (the outputs left keep PDHG's own), and its exact repair always runs.
     method
         ``"simplex"``: warm dual simplex with Devex pricing after every batch of new rows;
         ``"ipm"``: interior point without crossover, every round afresh.
@@ -111,7 +113,7 @@ def solve_optimal(
         reason, last_rows, pending = _pdhg_rounds(
             cost, a_full, (s_rows, x_rows, y_rows), keys, best, rounds, certify, eta=eta, gap=gap,
             deadline=t0 + time_limit_s, batch=batch, round_steps=int(round_steps), start_matrix=start_matrix,
-            near=near, max_rounds=max_rounds, warm=pdhg_warm,
+            near=near, max_rounds=max_rounds, warm=pdhg_warm, late=t0 + (1.0 + _pkg.CERTIFICATE_GRACE) * time_limit_s,
         )  # fmt: skip
         n_pair_rows = int(last_rows[0].size)
     else:

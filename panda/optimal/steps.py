@@ -228,7 +228,8 @@ class _PdhgRun:
     # PDHG stops that much before the deadline, so the run ends near it (K = 500 at 1/km ended 7-8 s
     # late without this).
     # (The multipliers' time grows with the pair rows: kept per row, and scaled to the current rows.)
-    tail: dict[str, float] = field(default_factory=lambda: {"multipliers per row": 0.0, "repair": 0.0})
+    tail: dict[str, float] = field(default_factory=dict)  # the measured costs ({} before: the priors)
+    late: float = np.inf  # the certificate after the deadline starts no multiplier LP after this
     dropped_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # rows that left once
     round_time: float = 0.0  # PDHG seconds of the last round (the next one takes about as long)
     warm: bool = False  # started from an earlier solve (panda.optimal.warm): the first round is near
@@ -249,9 +250,12 @@ class _PdhgRun:
         self.a_sep = self.a_full.astype(np.float32)
         self.sums = sp.csr_matrix((np.ones(n_cols), (np.tile(np.arange(k), m), np.arange(n_cols))), shape=(k, n_cols))
 
-    def tail_s(self) -> float:
-        """Seconds the work after PDHG is expected to take, for the current rows."""
-        return self.tail["multipliers per row"] * self.s_rows.size + self.tail["repair"]
+    def tail_s(self, prior: bool = True) -> float:
+        """Seconds the work after PDHG is expected to take, for the current rows (``prior=False``: the multipliers'
+        only once measured; PDHG's round is not cut for a prior guess)."""
+        per_row = self.tail.get("multipliers per row", _pkg.TAIL_PER_ROW_S if prior else 0.0)
+        repair = self.tail.get("repair", _pkg.TAIL_PER_ENTRY_S * self.cost.size)
+        return per_row * self.s_rows.size + repair
 
 
 def _pdhg_rounds(
@@ -272,6 +276,7 @@ def _pdhg_rounds(
     max_rounds: int,
     near: _Near | None,
     warm: tuple[np.ndarray, np.ndarray, float | None] | None = None,
+    late: float = np.inf,
 ) -> tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray] | None]:
     """Row generation on restarted PDHG (``solve_optimal(method="pdhg")``); updates ``best`` and ``rounds``.
 
@@ -289,6 +294,10 @@ def _pdhg_rounds(
     :data:`_GROW_BELOW` of the LP's doubles the steps of the next ones (up to :data:`_MAX_GROWTH` times
     ``round_steps``): PDHG restarts with each new LP, and once the rows settle longer runs pay more (K = 500, 30 s,
     1,024-step rounds: median gap 1.8 % against 4.5 % without).
+
+    ``late``: after this time (past ``deadline``) a certificate starts no more multiplier LPs: the outputs left keep
+    PDHG's multipliers (:data:`CERTIFICATE_GRACE`). Before a certificate was measured, PDHG keeps back its expected
+    cost (:data:`TAIL_PER_ROW_S`, :data:`TAIL_PER_ENTRY_S`).
 
     ``warm``: ``(u, lam, omega)``, the dual start (row-sum multipliers, one multiplier per row of
     ``rows``) and primal weight of a warm start (:mod:`panda.optimal.warm`; ``start_matrix`` is then
@@ -315,6 +324,7 @@ def _pdhg_rounds(
         cost, a_full, best, rounds, certify, eta, gap, deadline, batch, round_steps, near,
         s_rows, x_rows, y_rows, keys, x0, y0,
     )  # fmt: skip
+    st.late = late
     if warm is not None:
         st.omega, st.warm = warm[2], True
     # The bound of the mechanism without privacy (every row on its cheapest outputs, the rest at the
@@ -338,7 +348,7 @@ def _pdhg_rounds(
 def _pdhg_round(st: _PdhgRun) -> str | None:
     """One PDHG round: solve, certify (within its budget), then the next LP's rows; returns a stop reason or None."""
     k, m = st.cost.shape
-    remaining = st.deadline - time.perf_counter() - st.tail_s()
+    remaining = st.deadline - time.perf_counter() - st.tail_s(prior=False)
     if remaining <= 0 and st.rounds:  # the first round always runs (>= 64 steps): a matrix to return
         return "time limit"
     tr = time.perf_counter()
@@ -448,10 +458,16 @@ def _pdhg_certify(
     if not run.stopped_by_callback:
         # One small LP per output: a far stronger bound than PDHG's own pair multipliers,
         # which lag its row-sum multipliers (docs/benchmarks.md, fourth pass).
-        u_best = round_best["u"]
-        lam_u = _pkg.best_pair_multipliers(st.cost, u_best, st.s_rows, st.x_rows, st.y_rows, coef, eta=st.eta)
+        # Outputs not started by st.late (past the deadline) keep PDHG's own multipliers.
+        u_best, k = round_best["u"], st.cost.shape[0]
+        late = st.late if np.isfinite(st.late) else None
+        lam_u, solved = _pkg.best_pair_multipliers(
+            st.cost, u_best, st.s_rows, st.x_rows, st.y_rows, coef, eta=st.eta, deadline=late, fallback=run.y[k:]
+        )
         bound(run.x, np.r_[u_best, lam_u])
-        st.tail["multipliers per row"] = (time.perf_counter() - tc) / max(st.s_rows.size, 1)
+        st.rounds[-1]["multiplier_outputs"] = solved
+        if solved == np.unique(st.y_rows).size:  # a whole set measured
+            st.tail["multipliers per row"] = (time.perf_counter() - tc) / max(st.s_rows.size, 1)
     tp = time.perf_counter()
     st.certify(z, u)
     st.tail["repair"] = time.perf_counter() - tp
