@@ -182,7 +182,7 @@ def test_local_workers_share_the_cores_and_serial_runs_use_them_all(local_run, t
     """2 local workers: each method may use cores // 2 (threads and PDHG's compiled steps); the rows say so.
 
     Without the share, both workers' PDHG ran on 2 threads each on 2 cores: Rome K = 2,000 took 149-206 s
-    in the reproduction instead of 14-18 s.
+    in the reproduction, and 26-33 s with one core each.
     """
     from panda import threads
 

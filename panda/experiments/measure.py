@@ -149,8 +149,8 @@ def use_cores(n: int) -> None:
     compiled PDHG steps (:data:`panda._pdhg_blocks.thread_policy`).
 
     The local executor runs one process per core, so each gets one: with both PDHG's threads in each of two
-    processes on 2 cores, the reproduction's Rome K = 2,000 took 149-206 s instead of 14-18 s (its steps
-    wait for each other at every barrier).
+    processes on 2 cores, the reproduction's Rome K = 2,000 took 149-206 s, and 26-33 s with one core each
+    (4 threads on 2 cores wait for each other at every step's barrier; docs/benchmarks.md, "Rome at scale").
     """
     global _CORE_SHARE
     from panda import _pdhg_blocks, threads
