@@ -117,6 +117,17 @@ def compiled_threads(min_jobs: int) -> tuple[int, int, int]:
     return _pdhg_blocks.apply_thread_policy(), int(numba.config.NUMBA_NUM_THREADS), cores()
 
 
+def worker_environment() -> tuple:
+    """What a worker process was started with: glibc's trim threshold, the BLAS threads, Dask's profiler."""
+    import dask
+
+    return (
+        os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+        os.environ.get("OPENBLAS_NUM_THREADS"),
+        dask.config.get("distributed.worker.profile.enabled"),
+    )
+
+
 def reports(progress) -> str:
     progress("first half", 0.25)
     time.sleep(0.4)
@@ -185,6 +196,13 @@ def test_compiled_steps_share_the_cores_among_running_jobs(executor):
     assert shared == max(1, min(cores // 2, numba_max))
     executor.result(sleeper, timeout_s=60)
     assert executor.run(compiled_threads, 1, timeout_s=60)[0] == threads  # alone again: every core
+
+
+def test_workers_keep_glibcs_allocator_defaults_and_no_profiler(executor):
+    """Dask's nanny would set MALLOC_TRIM_THRESHOLD_=65536 (every numpy temporary over 128 KB mapped afresh:
+    the Lesson's background LP took 35.3 s on a worker against 29.1 s without it); BLAS keeps one thread."""
+    for priority in (HIGH, LOW):  # the interactive worker and the long one
+        assert executor.run(worker_environment, timeout_s=60, priority=priority) == (None, "1", False)
 
 
 def test_running_jobs_counts_live_processes_only(tmp_path):
