@@ -370,11 +370,16 @@ def _range(cells, method, ks, digits=0) -> str:
 
 def _workers_text(runs: list) -> str:
     """How the run's methods shared the machine (the local executor's workers and each one's cores)."""
-    shares = sorted({int(r["cores_per_worker"]) for r in runs if r.get("units_run") and "cores_per_worker" in r})
-    if not shares:  # runs from before the workers shared the cores: both PDHG threads in each worker
+    ran = [r for r in runs if r.get("units_run") and "cores_per_worker" in r]
+    if not ran:  # runs from before the workers shared the cores: both PDHG threads in each of the 2 workers
         return "2 worker processes (each method's PDHG on 2 threads, so on 2 cores 4 threads competed)"
+    workers = " or ".join(str(w) for w in sorted({int(r.get("workers", 2)) for r in ran}))  # 2 before it was kept
+    shares = sorted({int(r["cores_per_worker"]) for r in ran})
     cores = " or ".join(str(c) for c in shares)
-    return f"2 worker processes, two instances at a time, each method on {cores} core{'s' if shares != [1] else ''}"
+    return (
+        f"{workers} worker processes, as many instances at a time, each method on {cores} "
+        f"core{'s' if shares != [1] else ''}"
+    )
 
 
 def build_report(folder: Path, *, note: str = "") -> str:

@@ -145,10 +145,14 @@ ROOT = Path(__file__).resolve().parent.parent
 #: pid (default: one folder per user in the temporary directory, shared by every worker of the machine).
 RUNNING_DIR_ENV = "PANDA_RUNNING_JOBS_DIR"
 
-#: The environment Dask's nanny sets before it starts a local worker process (``distributed.nanny.pre-spawn-environ``):
-#: Dask's default without its ``MALLOC_TRIM_THRESHOLD_`` (None unsets it; see :meth:`Executor._start_workers`).
-WORKER_PRE_SPAWN_ENVIRON = {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1,
-                            "OPENBLAS_NUM_THREADS": 1}  # fmt: skip
+def worker_pre_spawn_environ() -> dict:
+    """The environment Dask's nanny sets before it starts a local worker process: Dask's own
+    (``distributed.nanny.pre-spawn-environ``) without ``MALLOC_TRIM_THRESHOLD_`` (None unsets it; see
+    :meth:`Executor._start_workers`)."""
+    import dask
+
+    return {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "MALLOC_TRIM_THRESHOLD_": None}
+
 
 #: The long workers' nice value (their nanny and worker processes): under load the CPU goes first to the
 #: web server and the interactive worker, so a class's sliders stay quick while curves are computed.
@@ -671,7 +675,7 @@ class Executor:
                 # leaves glibc's default (the other entries are Dask's defaults); the statistical profiler serves
                 # a dashboard the workers do not have. The Lesson's background LP (K = 500, 5/km) on a worker:
                 # 29.1 s (29.1, 29.1) against 35.3 s (35.0-36.2), and 24 s in a plain process.
-                "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON": repr(WORKER_PRE_SPAWN_ENVIRON),
+                "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON": repr(worker_pre_spawn_environ()),
                 "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
             }
             self._worker_env.pop(SCHEDULER_ENV, None)

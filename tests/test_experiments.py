@@ -190,7 +190,7 @@ def test_local_workers_share_the_cores_and_serial_runs_use_them_all(local_run, t
     share = max(1, threads.cores() // 2)
     assert {json.loads(r["details"]).get("cores") for r in ex.read_rows(out)} == {min(threads.THREADS, share)}
     runs = json.loads((out / "experiment.json").read_text())["runs"]
-    assert [r["cores_per_worker"] for r in runs if r["units_run"]] == [share]
+    assert [(r["workers"], r["cores_per_worker"]) for r in runs if r["units_run"]] == [(2, share)]
     serial = ex.run_experiment(_spec(k_values=[30], repeats=1), tmp_path / "serial", executor="serial", progress=None,
                                figures=False)  # fmt: skip
     assert serial.n_rows_written > 0

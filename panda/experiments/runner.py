@@ -407,7 +407,7 @@ def run_experiment(
                 _run_serial(todo_units, skip, accept, prog, failed)
             elif kind == "local":
                 n_workers = min(workers or os.cpu_count() or 1, len(todo_units))
-                run_info["cores_per_worker"] = max(1, cores() // n_workers)
+                run_info.update(workers=n_workers, cores_per_worker=max(1, cores() // n_workers))
                 _run_local(todo_units, skip, accept, prog, failed, n_workers)
             else:
                 _run_dask(kind, executor, todo_units, skip, accept, prog, failed)
