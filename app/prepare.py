@@ -1,6 +1,7 @@
 """Lecture preparation: compute every view a list of dashboard links reaches, ahead of the lecture.
 
-``python -m panda prepare LINKS.txt`` (one link per line; ``#`` starts a comment) or ``--link URL``. For each
+``python -m panda prepare LINKS.txt`` (one link per line; ``#`` starts a comment) or ``--link URL`` (the command
+line is panda.cli's). For each
 link's view (its city or box, K, N, M, seed, loss, prior and ε, read the way the dashboard reads them) it
 computes, with no time limit:
 
@@ -15,7 +16,6 @@ where it stopped when run again. Progress is printed one line per task.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 from app import result_store, views
 from app.params import DEFAULT_PAGE_LOSS, PAGE_LOSS, Params, from_query
 
-__all__ = ["Task", "parse_link", "tasks_for", "run", "main", "LESSON_MECHANISMS", "CURVE_LP_LIMIT_S"]
+__all__ = ["Task", "parse_link", "tasks_for", "read_links", "run", "LESSON_MECHANISMS", "CURVE_LP_LIMIT_S"]
 
 #: The Lesson menu's mechanisms with a matrix (PAnDA's runs are not kept: they take seconds).
 LESSON_MECHANISMS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp")
@@ -214,20 +214,3 @@ def run(links: list[str], *, out=sys.stdout) -> int:  # noqa: ANN001 (a text str
     print(f"Done in {time.perf_counter() - t_all:.0f} s; {failed} task(s) not kept.", file=out, flush=True)
     return 1 if failed else 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m panda prepare LINKS.txt`` (or ``--link URL``, repeatable)."""
-    ap = argparse.ArgumentParser(prog="python -m panda prepare", description=__doc__.split("\n\n")[0])
-    ap.add_argument("links_file", nargs="?", help="a text file with one dashboard link per line")
-    ap.add_argument("--link", action="append", default=[], help="a dashboard link (repeatable)")
-    args = ap.parse_args(argv)
-    links = list(args.link)
-    if args.links_file:
-        try:
-            with open(args.links_file, encoding="utf-8") as fh:
-                links += read_links(fh)
-        except OSError as exc:
-            ap.error(f"cannot read {args.links_file}: {exc.strerror}")
-    if not links:
-        ap.error("give a file of links or --link URL")
-    return run(links)

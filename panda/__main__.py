@@ -5,8 +5,4 @@ import sys
 from panda.cli import main
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["prepare"]:  # the dashboard's views, ahead of a lecture (app/prepare.py)
-        from app.prepare import main as prepare
-
-        sys.exit(prepare(sys.argv[2:]))
     sys.exit(main())

@@ -17,11 +17,22 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 from panda.errors import PandaError
 
-__all__ = ["main", "build_parser", "cmd_network", "cmd_run", "cmd_compare", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE"]
+__all__ = [
+    "main",
+    "build_parser",
+    "cmd_network",
+    "cmd_run",
+    "cmd_compare",
+    "cmd_prepare",
+    "EXIT_OK",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -52,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(subparsers)
     _add_compare_parser(subparsers)
     _add_experiment_parser(subparsers)
+    _add_prepare_parser(subparsers)
     return parser
 
 
@@ -523,6 +535,65 @@ def cmd_experiment(args: argparse.Namespace, *, out: TextIO | None = None) -> in
 # ---------------------------------------------------------------------------------------------
 # entry point
 # ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# prepare (the dashboard's command: it runs where the dashboard is, the project's folder)
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_prepare_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "prepare",
+        help="compute a lecture's dashboard views ahead of class (run it in the project's folder)",
+        description=(
+            "Compute, with no time limit, every mechanism, exact audit and curve the dashboard shows at each "
+            "link, and keep them in the dashboard's result store (data/class.db, or PANDA_DB_URL), so the "
+            "lecture's views open at once. Ctrl-C stops; the same command resumes. It needs the dashboard, "
+            "so run it in the project's folder (where `streamlit run app` runs)."
+        ),
+        epilog="Example: python -m panda prepare lecture-links.txt --link 'http://127.0.0.1:8501/?eps=2'",
+    )
+    p.add_argument("links_file", nargs="?", metavar="LINKS.txt", help="a text file with one dashboard link per line")
+    p.add_argument("--link", action="append", default=[], metavar="URL", help="a dashboard link (repeatable)")
+    p.set_defaults(func=cmd_prepare)
+
+
+def _dashboard_prepare():  # noqa: ANN202 (the dashboard's module, typed there)
+    """Import the dashboard's ``app.prepare`` from the project's folder.
+
+    That folder is the one this library was imported from (a checkout, or an editable install), else the
+    working directory. The library never needs the dashboard; only this command does, and a PandaError says
+    where to run it when the dashboard is not there.
+    """
+    import importlib
+
+    from panda.network import DATA_DIR, IN_CHECKOUT
+
+    for folder in ([DATA_DIR.parent] if IN_CHECKOUT else []) + [Path.cwd()]:
+        if (folder / "app" / "prepare.py").is_file() and (folder / "panda").is_dir():
+            if str(folder) not in sys.path:
+                sys.path.insert(0, str(folder))
+            return importlib.import_module("app.prepare")
+    raise PandaError(
+        "prepare computes the dashboard's views and needs the dashboard: run it in the project's folder "
+        "(where `streamlit run app` runs)"
+    )
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Handle ``panda prepare``: read the links and compute their views into the dashboard's result store."""
+    prepare = _dashboard_prepare()
+    links = list(args.link)
+    if args.links_file:
+        try:
+            with open(args.links_file, encoding="utf-8") as fh:
+                links += prepare.read_links(fh)
+        except OSError as exc:
+            raise PandaError(f"cannot read {args.links_file}: {exc.strerror}") from None
+    if not links:
+        raise ValueError("give a file of links or --link URL")
+    return int(prepare.run(links))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,8 +72,14 @@ __all__ = [
 #: Attribution every map and export of OpenStreetMap-derived data must carry (ODbL 1.0).
 OSM_ATTRIBUTION = "(c) OpenStreetMap contributors, ODbL 1.0"
 
-#: Folder of the embedded city extracts (absolute: never relative to the working directory).
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+#: Folder of the embedded city extracts and points of interest (absolute: never relative to the working
+#: directory): the checkout's data/, or the installed package's copy of it (pyproject.toml puts data/ into the
+#: wheel as panda/data).
+DATA_DIR = _PACKAGE_DIR / "data" if (_PACKAGE_DIR / "data").is_dir() else _PACKAGE_DIR.parent / "data"
+#: Whether this is the project's checkout (data/ beside panda/): caches then live in data/cache; an installed
+#: package writes nothing beside its own files and keeps them in the user's cache folder instead.
+IN_CHECKOUT = DATA_DIR == _PACKAGE_DIR.parent / "data"
 
 EARTH_RADIUS_KM = 6371.0088  # mean Earth radius (IUGG)
 
@@ -401,7 +407,7 @@ def _load_embedded(key: str) -> RoadNetwork:
     filename, _ = CITIES[key]
     path = DATA_DIR / filename
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    cache_file = DATA_DIR / "cache" / "cities" / f"{key}-{digest}.npz"
+    cache_file = CITIES_CACHE_DIR / f"{key}-{digest}.npz"
     if cache_file.is_file():
         try:
             net = _load_network_npz(cache_file)
@@ -966,8 +972,15 @@ CACHE_DIR_ENV = "PANDA_CACHE_DIR"
 #: Default cache folder of live downloads and uploads (absolute, git-ignored): ``networks/`` holds the
 #: downloaded road networks, ``osmnx/`` osmnx's HTTP cache, ``uploads/`` uploaded files' networks,
 #: ``locks/`` the download locks. ``PANDA_CACHE_DIR`` moves it (the embedded cities' parsed copies stay in
-#: ``data/cache/cities``).
-CACHE_DIR = Path(os.environ.get(CACHE_DIR_ENV, "").strip() or DATA_DIR / "cache").expanduser().resolve()
+#: ``data/cache/cities`` in a checkout). An installed package's default is the user's cache folder.
+_USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache") / "panda-explorer"
+CACHE_DIR = (
+    Path(os.environ.get(CACHE_DIR_ENV, "").strip() or (DATA_DIR / "cache" if IN_CHECKOUT else _USER_CACHE))
+    .expanduser()
+    .resolve()
+)
+#: The embedded cities' parsed copies (.npz, keyed by the OSM file's hash).
+CITIES_CACHE_DIR = DATA_DIR / "cache" / "cities" if IN_CHECKOUT else _USER_CACHE / "cities"
 
 #: Grid of the boxes, degrees: every box is rounded to it (:func:`snap_bbox`) before it names its cache
 #: file and its download, so boxes a few metres apart are one download. 1e-4 degrees is about 11 m of

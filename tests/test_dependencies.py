@@ -177,3 +177,74 @@ def test_the_installers_require_hashes():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (pip_line,) = [line for line in ci.splitlines() if "pip install" in line and not line.lstrip().startswith("#")]
     assert "--require-hashes" in pip_line and "-r requirements-dev.lock" in pip_line, pip_line
+
+
+# --------------------------------------------------------------------------------------------
+# What a code path needs although no file of ours imports it (issue 36)
+# --------------------------------------------------------------------------------------------
+
+#: Distributions that a dependency imports only on a path our code takes: (the distribution, a file of ours,
+#: the text there that takes the path). The static walk above cannot see them; a clean venv would fail on them.
+CODE_PATH_NEEDS = (
+    ("cryptography", "panda/execution.py", "Security.temporary()"),  # distributed's TLS certificate
+    ("choreographer", "app/export.py", "kaleido"),  # kaleido 1 drives Chromium through it
+    ("psycopg-binary", "app/game/store.py", "postgresql"),  # psycopg[binary]'s compiled driver
+)
+
+
+@pytest.mark.parametrize(("dist", "path", "use"), CODE_PATH_NEEDS)
+def test_what_a_code_path_needs_is_declared_and_locked(dist, path, use):
+    assert use in (ROOT / path).read_text(encoding="utf-8"), f"{path} no longer uses {use}: update the list"
+    runtime, app = declared()
+    assert canonicalize_name(dist) in runtime | app, f"{dist} is not declared in pyproject.toml"
+    text = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    named = {canonicalize_name(Requirement(line).name) for line in text.splitlines() if re.match(r"^[A-Za-z]", line)}
+    named |= {canonicalize_name(n) for r in text.splitlines() if re.match(r"^[A-Za-z]", r) for n in _extras_of(r)}
+    assert canonicalize_name(dist) in named, f"{dist} is not named in requirements.txt"
+    assert canonicalize_name(dist) in entries(ROOT / "requirements.lock"), f"{dist} is not in requirements.lock"
+    assert md.version(dist), dist
+
+
+def _extras_of(line: str) -> set[str]:
+    """Distributions a requirement line brings through its extras (psycopg[binary] -> psycopg-binary)."""
+    requirement = Requirement(line.split("#")[0].strip())
+    return _with_extras(requirement) - {canonicalize_name(requirement.name)}
+
+
+def _dev_imports() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    local = LOCAL | {p.stem for folder in ("tests", "bench") for p in (ROOT / folder).glob("*.py")} | {"tests"}
+    for folder in ("tests", "bench", "experiments"):
+        for name, files in imported_modules(ROOT / folder).items():
+            if name not in sys.stdlib_module_names and name not in local and not name.startswith("_"):
+                found.setdefault(name, set()).update(files)
+    return found
+
+
+def test_tests_and_benchmarks_import_only_what_the_requirements_name():
+    """tests/, bench/ and experiments/ import distributions requirements.txt or requirements-dev.txt name directly
+    (one that came only as another's dependency may go away with it)."""
+    modules = md.packages_distributions()
+    named: set[str] = set()
+    for source in ("requirements.txt", "requirements-dev.txt"):
+        for line in (ROOT / source).read_text(encoding="utf-8").splitlines():
+            if re.match(r"^[A-Za-z]", line):
+                requirement = Requirement(line.split("#")[0].strip())
+                named |= {canonicalize_name(requirement.name)} | _extras_of(line)
+    missing = []
+    for name, files in sorted(_dev_imports().items()):
+        dists = {canonicalize_name(d) for d in modules.get(name, [])}
+        if not dists & named:
+            missing.append(f"{name} ({'/'.join(sorted(dists)) or 'no distribution'}) imported by {sorted(files)[:3]}")
+    assert not missing, "not named in requirements.txt or requirements-dev.txt:\n" + "\n".join(missing)
+
+
+def test_ci_runs_the_tests_in_a_venv_of_its_own():
+    """.ci/run makes a fresh venv without the machine's site-packages and runs the README's test command in it."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    code = "\n".join(line for line in ci.splitlines() if not line.lstrip().startswith("#"))
+    assert re.search(r'-m venv "\$venv"', code) and "system-site-packages" not in code, code
+    assert code.index("-m venv") < code.index("pip install") < code.index("python -m pytest -q")
+    assert 'PATH="$PWD/$venv/bin:$PATH"' in code and "pip check" in code
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "python -m pytest -q" in readme
