@@ -20,11 +20,18 @@ COPY . .
 ENV PANDA_DB_URL=sqlite:////app/data/db/class.db
 RUN useradd --create-home --uid 1000 panda && mkdir -p /app/data/cache /app/data/db \
     && chown -R panda /app/data/cache /app/data/db
+# Rounds and prepared views outlive the container in a volume (docker run -v panda-db:/app/data/db ...).
+VOLUME ["/app/data/db"]
 USER panda
 # Compile the optimal LP's PDHG steps and repair loops into numba's cache now: the first solve then loads them.
 RUN python -c "from panda import _min_plus, _pdhg_blocks; _pdhg_blocks.warm_up(); _min_plus.warm_up()"
 
+# Plain HTTP on the container's own interface; publish it on the host's loopback only (-p 127.0.0.1:8501:8501)
+# or serve TLS: mount a certificate and key and set STREAMLIT_SERVER_SSL_CERT_FILE / STREAMLIT_SERVER_SSL_KEY_FILE
+# (README, "Run it in a container").
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
+  CMD python -c "import os, ssl, urllib.request; tls = bool(os.environ.get('STREAMLIT_SERVER_SSL_CERT_FILE')); \
+urllib.request.urlopen(('https' if tls else 'http') + '://127.0.0.1:8501/_stcore/health', timeout=4, \
+context=ssl._create_unverified_context() if tls else None)"
 CMD ["streamlit", "run", "app", "--server.address=0.0.0.0", "--server.port=8501", "--server.headless=true", "--browser.gatherUsageStats=false"]
