@@ -85,3 +85,61 @@ def test_a_class_round_served_over_tls(tmp_path):
             proc.kill()
         log.close()
         store.dispose(db)
+
+
+def _dockerfile_commands() -> tuple[list[str], str]:
+    """The image's CMD (exec form) and its HEALTHCHECK's Python code, read from the Dockerfile."""
+    import json
+    import re
+
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", "")
+    (cmd,) = re.findall(r"^CMD (\[.*\])$", text, re.M)
+    (health,) = re.findall(r'CMD python -c "(.*)"$', text, re.M)
+    return json.loads(cmd), health
+
+
+def test_the_images_tls_recipe_serves_https_and_its_health_check_follows(tmp_path):
+    """README "Run it in a container": the image's own command with a certificate through Streamlit's
+    environment variables (no flag changed) serves https only, and the image's health check passes over it."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    image_cmd, health = _dockerfile_commands()
+    assert image_cmd[:3] == ["streamlit", "run", "app"] and "--server.port=8501" in image_cmd, image_cmd
+    port = _free_port()
+    # The image's command as it is, on a free loopback port instead of the container's 0.0.0.0:8501.
+    cmd = [
+        *streamlit_cmd(port)[:3],
+        *[a.replace("0.0.0.0", "127.0.0.1").replace("8501", str(port)) for a in image_cmd[1:]],
+        "--server.fileWatcherType=none",
+    ]
+    tls = {"STREAMLIT_SERVER_SSL_CERT_FILE": str(cert), "STREAMLIT_SERVER_SSL_KEY_FILE": str(key)}
+    db = f"sqlite:///{tmp_path / 'class.db'}"
+    env = {**os.environ, store.ENV_URL: db, **tls}
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "streamlit-image-tls.log", "wb")  # noqa: SIM115 (closed in the finally)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        url = f"https://127.0.0.1:{port}"
+        _wait_https(url, ssl.create_default_context(cafile=str(cert)), proc)
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5).read()
+        check = health.replace("8501", str(port))
+        import sys
+
+        assert subprocess.run([sys.executable, "-c", check], env=env, timeout=30).returncode == 0
+        # Without the certificate's variables the same check asks for plain http, which this server refuses.
+        plain = {k: v for k, v in env.items() if k not in tls}
+        assert subprocess.run([sys.executable, "-c", check], env=plain, timeout=30, capture_output=True).returncode
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        store.dispose(db)
