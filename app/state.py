@@ -28,8 +28,9 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 import panda
-from app import result_store, views
-from app.params import parse_source
+from app.model import instances
+from app.model.params import parse_source
+from app.server import result_store
 from panda.execution import HIGH, LOW, Executor, JobBusy, close_executor, default_n_workers, get_executor
 
 __all__ = [
@@ -176,7 +177,7 @@ def instance(
     ``prior``: a name of :data:`panda.instance.PRIORS`, or ``csv:<id>`` for uploaded places
     (:func:`panda.priors.save_places_upload`), snapped to the network.
     """
-    return views.build_instance(network(source), n_records, n_users, n_outputs, seed, loss, n_tasks, prior)
+    return instances.build_instance(network(source), n_records, n_users, n_outputs, seed, loss, n_tasks, prior)
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
@@ -262,7 +263,7 @@ def baseline(
 
     The optimal LP ("lp") is a long job (low priority) unless its time limit is at most :data:`INTERACTIVE_LP_S`;
     the other mechanisms are interactive. A mechanism
-    in the result store (app/result_store.py) is read from there; one built here is kept there.
+    in the result store (app/server/result_store.py) is read from there; one built here is kept there.
     ``_progress`` (not part of the cache key) gets the job's messages, "busy: N ahead of you" included.
     """
     key = _store_key(instance_key)
@@ -296,7 +297,7 @@ def kept_mechanism(instance_key: tuple, name: str, epsilon_per_km: float, option
 
 
 def _store_key(instance_key: tuple) -> tuple:
-    """The key the result store keeps a view's results under (:func:`app.result_store.store_key`): a box's or an
+    """The key the result store keeps a view's results under (:func:`app.server.result_store.store_key`): a box's or an
     upload's carries the fingerprint of the network the view's instance was built on."""
     return result_store.store_key(instance_key, lambda: instance(*instance_key).network)
 
@@ -726,7 +727,7 @@ def users_numbers(
     """
     inst = instance(*instance_key)
     if method == "panda":
-        from app.analysis import surrogate_rows
+        from app.model.panda_numbers import surrogate_rows
 
         res = panda_result(instance_key, items, seed)
         if res.z is None:
@@ -760,7 +761,7 @@ def users_numbers(
 def score_round(
     prior: np.ndarray, matrix: np.ndarray, distance_m: np.ndarray, entries: list, n_reports: int, seed: int
 ) -> tuple[list[dict], dict]:
-    """Score a class round (``app.game.scoring.score_round`` with ``numpy.random.default_rng(seed)``) on a worker.
+    """Score a class round (``panda.class_round.score_round`` with ``numpy.random.default_rng(seed)``) on a worker.
 
     Returns ``(scored entries, summary)``; raises JobError when the job fails (the caller says so).
     """

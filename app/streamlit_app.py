@@ -13,10 +13,14 @@ if str(ROOT) not in sys.path:  # `streamlit run app` without the package install
 
 import streamlit as st  # noqa: E402
 
-from app import malloc, messages, prepare_ui, sidebar, state, style  # noqa: E402
-from app.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
+from app import state  # noqa: E402
+from app.figures import style  # noqa: E402
+from app.model import messages  # noqa: E402
+from app.model.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
+from app.server import malloc  # noqa: E402
+from app.widgets import prepare_panel, sidebar  # noqa: E402
 
-# The server's memory stays level over a lesson (once per process; see app/malloc.py).
+# The server's memory stays level over a lesson (once per process; see app/server/malloc.py).
 malloc.tune()
 malloc.start_trimmer()
 malloc.start_gc_freezer()  # Streamlit's full collection after every run then walks only the newer objects
@@ -65,7 +69,7 @@ st.session_state["params"] = params
 sidebar.write_query(params)
 if PRESENTING:  # the lecturer prepares the view before the class (python -m panda prepare, in the background)
     with st.sidebar:
-        prepare_ui.panel(params, PAGE_KEYS.get(id(page), "lesson"))
+        prepare_panel.panel(params, PAGE_KEYS.get(id(page), "lesson"))
 for problem in st.session_state.pop("query_problems", None) or []:
     st.toast(messages.plain(f"Link parameter {problem}"), icon=":material/link_off:")  # no markup from a link
 

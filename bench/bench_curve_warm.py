@@ -4,7 +4,7 @@
 
 One instance (``bench/_instance.py``: Neubrandenburg, the default city, M = 100, 50 users), the curve's
 budgets (``panda.tradeoff.DEFAULT_EPSILONS`` unless ``--epsilons``). Each curve is what the dashboard's
-prepare command computes for the optimal LP (``app/prepare.py`` run_task: ``tradeoff_curve(inst, ("lp",),
+prepare command computes for the optimal LP (``app/server/prepare.py`` run_task: ``tradeoff_curve(inst, ("lp",),
 ...)``, ``build_lp``'s defaults: every point to the 0.5 % gap of the floored LP, ``--time-limit`` per point).
 ``--reps`` times a cold curve (``warm_lp=False``: every point cold, from the ends inwards, as before) and a
 warm one (``warm_lp=True``: from the largest eps down, each point warm from its solved neighbour), the

@@ -29,7 +29,7 @@ deck.gl selection sends (``PydeckSelectionSerde``: ``{"selection": {"indices": {
 {"places": [<the layer's data object i>]}}}``). Timed: from sending that BackMsg to the full run's
 ``script_finished``; the page must then show "Guess saved: place i".
 
-Afterwards the database is read (SQLAlchemy, ``app.game.models.Entry``): every student's entry (found by the
+Afterwards the database is read (SQLAlchemy, ``app.server.db.models.Entry``): every student's entry (found by the
 SHA-256 of the token in their address) must hold the place they tapped. Reported per run: guess round trip
 p50 / p95 / max, guesses confirmed on the page and stored in the database out of those sent, join time
 p50 / p95, fragment polls and their p95, CPU seconds of the server process (and its children: the worker
@@ -372,7 +372,7 @@ def cpu_snapshot(server_pid: int, pg_port: int | None) -> dict[str, float]:
 
 
 def _view() -> list:
-    from app.params import Params
+    from app.model.params import Params
 
     return list(Params().instance_key)
 
@@ -404,8 +404,8 @@ def _stored(url: str, code: str, students: list[Student]) -> tuple[int, int, int
     """Entries whose stored guess is the place the student tapped; entries with any guess; players."""
     from sqlalchemy import select
 
-    from app.game import store
-    from app.game.models import Entry, Game, Player
+    from app.server.db import store
+    from app.server.db.models import Entry, Game, Player
 
     want = {hashlib.sha256(s.token().encode()).hexdigest(): s.place for s in students if s.place is not None}
     with store.session(url, read=True) as sess:
@@ -437,7 +437,8 @@ def run_once(kind: str, run_no: int, args: argparse.Namespace) -> dict:
     """A fresh database and server, the warm-up, the class; one row of the table."""
     from sqlalchemy.engine import make_url
 
-    from app.game import rounds, store
+    from app.game import rounds
+    from app.server.db import store
 
     spec = rounds.RoundSpec("laplace", 5.0, 1, "each")
     with _database(kind) as url:

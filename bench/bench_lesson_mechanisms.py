@@ -3,8 +3,8 @@
     python bench/bench_lesson_mechanisms.py                     # every menu mechanism, eps 1, 3, 5, 10 /km
     python bench/bench_lesson_mechanisms.py --methods lp-em,lp-ca --before be8f409
 
-The view is ``app.params.Params()`` with the Lesson's loss (road distance): its instance is built as the
-dashboard builds it (``app.views.build_instance``). Each mechanism runs what its job runs: for the
+The view is ``app.model.params.Params()`` with the Lesson's loss (road distance): its instance is built as the
+dashboard builds it (``app.model.instances.build_instance``). Each mechanism runs what its job runs: for the
 baselines ``panda.mechanisms.BASELINES[name](instance, eps, **options)`` with the Lesson's options (an LP
 time limit of 20 s; the optimal LP's first certified mechanism within 3 s), then the exact audit
 ``panda.audit.mechanism_numbers`` (the job ``baseline_numbers``); for PAnDA ``panda.run_panda`` with the
@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import panda  # noqa: E402
-from app import lesson, views  # noqa: E402
-from app.params import PAGE_LOSS, Params, parse_source, to_config  # noqa: E402
+from app.model import instances, lesson_numbers  # noqa: E402
+from app.model.params import PAGE_LOSS, Params, parse_source, to_config  # noqa: E402
 from panda.audit import mechanism_numbers  # noqa: E402
 from panda.mechanisms import BASELINES  # noqa: E402
 
@@ -65,7 +65,7 @@ def lesson_view() -> tuple[Params, panda.Instance]:
     params = Params(page_loss=PAGE_LOSS["lesson"])
     key = params.instance_key
     _, city = parse_source(key[0])
-    return params, views.build_instance(panda.load_city(str(city)), *key[1:])
+    return params, instances.build_instance(panda.load_city(str(city)), *key[1:])
 
 
 def breakdown(details: dict) -> str:
@@ -121,7 +121,7 @@ def run_point(label: str, build, inst: panda.Instance, eps: float, repeats: int)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--methods", default=",".join(lesson.MECHANISMS))
+    ap.add_argument("--methods", default=",".join(lesson_numbers.MECHANISMS))
     ap.add_argument("--epsilons", default="1,3,5,10")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--before", default=None, help="git revision: also run LP + EM and LP on cells as they were")
@@ -139,8 +139,8 @@ def main() -> None:
     for eps in (float(e) for e in args.epsilons.split(",")):
         for name in methods:
             jobs = []
-            if name in lesson.PANDA_KEYS:
-                config = to_config(params.replace(decay=lesson.PANDA_KEYS[name], epsilon_per_km=eps))
+            if name in lesson_numbers.PANDA_KEYS:
+                config = to_config(params.replace(decay=lesson_numbers.PANDA_KEYS[name], epsilon_per_km=eps))
                 jobs.append((name, lambda c=config: panda.run_panda(inst, c, seed=params.seed)))
             else:
                 opts = LESSON_OPTIONS[name]

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_SESSIONS = 40
 #: eps values (1/km) on the sidebar's 0.5 grid; each round takes new ones so that nothing is cached.
 EPS_GRID = [0.5 * k for k in range(1, 101)]
-#: The Lesson's eps when the link names none (app.params.Params.epsilon_per_km).
+#: The Lesson's eps when the link names none (app.model.params.Params.epsilon_per_km).
 DEFAULT_EPS = 5.0
 
 
@@ -231,10 +231,10 @@ def _pct(values: list[float], q: float) -> float:
 MAX_SOAK_MINUTES = 120
 MAX_SOAK_SESSIONS = 10
 SOAK_SAMPLE_S = 30.0
-#: The Lesson's fast mechanisms (app.params.LESSON_MECHANISMS) and its widgets' labels (app/app_pages/lesson.py).
+#: The Lesson's fast mechanisms (app.model.params.LESSON_MECHANISMS) and its widgets' labels (app/app_pages/lesson.py).
 FAST_MECHANISMS = ("laplace", "em", "em-br")
 LESSON_WIDGETS = {"eps": "ε (1/km)", "mech": "Mechanism", "place": "Place A (red)"}
-SOAK_PLACES = 500  # the default view's K (app.params.Params.n_records)
+SOAK_PLACES = 500  # the default view's K (app.model.params.Params.n_records)
 
 
 def _widget_state(element: str, w) -> object | None:

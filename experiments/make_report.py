@@ -12,6 +12,7 @@ make the two agree.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import sys
@@ -22,6 +23,10 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout, package not in
     sys.path.insert(0, str(ROOT))
 
 from panda import experiments as ex  # noqa: E402
+from panda.config import preset as _panda_preset  # noqa: E402
+from panda.mechanisms import lp_bd as _lp_bd  # noqa: E402
+from panda.mechanisms.lp_ca import build_lp_ca as _build_lp_ca  # noqa: E402
+from panda.mechanisms.lp_full import build_lp as _build_lp  # noqa: E402
 
 K_PAPER = (500, 1000, 2000, 3000, 4000, 5000)
 
@@ -107,11 +112,23 @@ PAPER_VIOLATION_PANDA = "below 1e-7 for every PAnDA variant"
 PAPER_VIOLATION_LPCA = 0.5333
 #: Section 4.3.1 of the paper: anchors.
 PAPER_ANCHOR_SHARE = 0.1481  # "anchor sets that cover ... averaging 14.81% of the full domain"
+#: Section 4.1 of the paper: repetitions per cell.
+PAPER_REPETITIONS = 10
+#: The budget of the paper's Tables 2 and 4; the report reads only the rows at these values.
+PAPER_EPS_PER_KM = 5.0
+PAPER_DELTA = 1e-7
+#: The published artifact's own anchor-union sizes on Rome (reference data, not ours).
+ARTIFACT_ANCHOR_UNION = (85, 217)
+#: The published artifact's LP+CA: a grid of this many cells a side, and this factor on the exponent eps d.
+ARTIFACT_LPCA_GRID, ARTIFACT_LPCA_SCALE = 10, 0.1
 
 # =============================================================================================
 
 ROWS_ORDER = ("em", "em-br", "lp-ca", "lp", "lp-bd", "lp-em", "panda-e", "panda-p", "panda-l")
 PANDA = ("panda-e", "panda-p", "panda-l")
+
+#: What the report calls "close to the paper": our mean within this relative difference of the paper's.
+CLOSE_REL = 0.25
 
 
 def _paper_mean(text: str) -> float:
@@ -122,7 +139,88 @@ def _paper_mean(text: str) -> float:
 
 
 def _cells(rows, value, preset):
-    return ex.summarise(rows, value, network="rome-paper", preset=preset, epsilon_per_km=5.0, delta=1e-7)
+    return ex.summarise(
+        rows, value, network="rome-paper", preset=preset, epsilon_per_km=PAPER_EPS_PER_KM, delta=PAPER_DELTA
+    )
+
+
+def _num(x: float) -> str:
+    """Return a number as the report prints settings: ``1e-6``, ``0.005``, ``5``."""
+    text = f"{float(x):g}"
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else text
+
+
+def _closeness(ours: float, paper: float) -> tuple[str, str]:
+    """Our mean against the paper's: (``"close to"``, ``"below"`` or ``"above"``, the relative difference)."""
+    if not (math.isfinite(ours) and math.isfinite(paper)) or paper <= 0:
+        return "not comparable with", "n/a"
+    rel = ours / paper - 1.0
+    word = "close to" if abs(rel) <= CLOSE_REL else ("below" if rel < 0 else "above")
+    return word, f"{100 * rel:+.0f} %"
+
+
+def _minmax(cells, method, ks) -> tuple[float, float]:
+    """Return the smallest and largest per-K mean of ``method`` (NaN, NaN when there is none)."""
+    vals = [cells[(method, k)].mean for k in ks if (method, k) in cells and cells[(method, k)].n_solved]
+    vals = [v for v in vals if math.isfinite(v)]
+    return (min(vals), max(vals)) if vals else (float("nan"), float("nan"))
+
+
+def _rows_of(rows, method: str, preset: str | None = None, *, solved: bool = True) -> list[dict]:
+    """Return the rows of ``method`` (and ``preset``) at the paper's budget, only solved ones by default."""
+    return [
+        r
+        for r in rows
+        if r["method"] == method
+        and (preset is None or r["preset"] == preset)
+        and math.isclose(float(r["epsilon_per_km"]), PAPER_EPS_PER_KM, rel_tol=1e-12)
+        and (not solved or str(r["status"]).startswith("solved"))
+    ]
+
+
+def _count_share(rows, method: str, preset: str, part: str, whole: str) -> tuple[int, int]:
+    """Return the sums of ``part`` and ``whole`` over the solved rows of ``method`` and ``preset``."""
+    n_part = n_whole = 0
+    for r in _rows_of(rows, method, preset):
+        if _finite(r.get(part)) and _finite(r.get(whole)):
+            n_part += int(r[part])
+            n_whole += int(r[whole])
+    return n_part, n_whole
+
+
+def _share_text(part: int, whole: int) -> str:
+    """``part`` of ``whole`` as a percentage that never rounds a part up to all of it or down to none."""
+    x = part / whole
+    digits = 1
+    while digits < 4 and ((part < whole and round(100 * x, digits) >= 100) or (part > 0 and round(100 * x, digits) <= 0)):
+        digits += 1
+    return f"{100 * x:.{digits}f} %"
+
+
+def _column_values(rows, method: str, preset: str, column: str) -> list[float]:
+    """Return the finite values of ``column`` over the solved rows of ``method`` and ``preset``."""
+    return [float(r[column]) for r in _rows_of(rows, method, preset) if _finite(r.get(column))]
+
+
+def _lp_setting(rows, key: str) -> float:
+    """Return ``details[key]`` of the optimal LP's rows (``"eta"``, ``"gap_target"``), else ``build_lp``'s default."""
+    vals = {float(v) for r in rows if r["method"] == "lp" for v in [_details(r).get(key)] if _finite(v)}
+    if len(vals) == 1:
+        return vals.pop()
+    param = {"gap_target": "gap"}.get(key, key)
+    return float(inspect.signature(_build_lp).parameters[param].default)
+
+
+def _preset_value(spec: dict, preset: str, field: str):
+    """Return a PAnDA preset's setting in this run: the specification's override, else the preset's own."""
+    overrides = spec.get("preset_overrides", {}).get(preset, {})
+    return overrides[field] if field in overrides else getattr(_panda_preset(preset), field)
+
+
+def _paper_text(table: dict, method: str, k: int) -> str:
+    """Return the paper's printed mean at ``k`` (the text before "±"), or "" where it has no column."""
+    return table[method][K_PAPER.index(k)].split("±")[0].strip() if k in K_PAPER and method in table else ""
 
 
 def _fmt_cell(cell, value: str, digits: int = 2, percent: bool = False) -> str:
@@ -322,11 +420,12 @@ def _optimal_lp_table(rows, ks) -> str:
             # A run stopped at its time limit still returned a certified mechanism: show its certificate.
             r = dict(r, status="solved", time_s=r["time_s"])
         derived.append(r)
+    target = f"{100 * _lp_setting(rows, 'gap_target'):g} %"
     measures = (
         ("lp_upper_m", "certified loss over X (exactly eps-mDP), m", 2, False),
         ("lp_lower_m", "lower bound on every eps-mDP mechanism, m", 2, False),
         ("lp_gap", "gap against that bound", 2, True),
-        ("lp_gap_floored", "gap against the floored LP (stops the solver at 0.5 %)", 2, True),
+        ("lp_gap_floored", f"gap against the floored LP (stops the solver at {target})", 2, True),
         ("lp_rounds", "rounds", 1, False),
         ("time_s", "time, s", 1, False),
     )
@@ -344,7 +443,7 @@ def _optimal_lp_table(rows, ks) -> str:
         rs = [r for r in rows if r["method"] == "lp" and int(r["K"]) == k]
         ok = sum(1 for r in rs if str(r["status"]).startswith("solved"))
         reached.append(f"{ok} of {len(rs)}" if rs else "not run")
-    lines.append("| runs that reached the 0.5 % target within the limit | " + " | ".join(reached) + " |")
+    lines.append(f"| runs that reached the {target} target within the limit | " + " | ".join(reached) + " |")
     return "\n".join(lines) if cells_any else ""
 
 
@@ -371,15 +470,24 @@ def _range(cells, method, ks, digits=0) -> str:
 def _workers_text(runs: list) -> str:
     """How the run's methods shared the machine (the local executor's workers and each one's cores)."""
     ran = [r for r in runs if r.get("units_run") and "cores_per_worker" in r]
-    if not ran:  # runs from before the workers shared the cores: both PDHG threads in each of the 2 workers
-        return "2 worker processes (each method's PDHG on 2 threads, so on 2 cores 4 threads competed)"
-    workers = " or ".join(str(w) for w in sorted({int(r.get("workers", 2)) for r in ran}))  # 2 before it was kept
+    if not ran:  # the run's metadata does not say how its workers shared the cores
+        counts = sorted({int(r["workers"]) for r in runs if r.get("units_run") and r.get("workers")})
+        if not counts:
+            return "worker processes and their cores not recorded"
+        return f"{' or '.join(str(c) for c in counts)} worker processes (each one's cores not recorded)"
+    workers = " or ".join(str(w) for w in sorted({int(r["workers"]) for r in ran if r.get("workers")}))
     shares = sorted({int(r["cores_per_worker"]) for r in ran})
     cores = " or ".join(str(c) for c in shares)
     return (
-        f"{workers} worker processes, as many instances at a time, each method on {cores} "
+        f"{workers or 'several'} worker processes, as many instances at a time, each method on {cores} "
         f"core{'s' if shares != [1] else ''}"
     )
+
+
+def _instances_at_once(runs: list) -> int | None:
+    """Return how many instances the run computed at a time (its workers), if it recorded one number."""
+    counts = {int(r["workers"]) for r in runs if r.get("units_run") and r.get("workers")}
+    return counts.pop() if len(counts) == 1 else None
 
 
 def build_report(folder: Path, *, note: str = "") -> str:
@@ -430,15 +538,19 @@ def build_report(folder: Path, *, note: str = "") -> str:
     w("")
     w("## Setup")
     w("")
+    users = spec.get("user_distribution", "uniform")
     w(
         "- Network: the paper's Rome road network (`rome-paper`, 42,894 nodes); K = "
         f"{', '.join(f'{k:,}' for k in ks)}; "
-        f"N = {spec['n_users']} users drawn uniformly (distinct records); |Y| = {spec['n_outputs']} outputs drawn "
-        "from X; "
-        f"{spec['n_tasks']} task; uniform prior; privacy metric {spec['metric']}; eps = 5/km; delta = 1e-7."
+        f"N = {spec['n_users']} users drawn "
+        + ("uniformly" if users == "uniform" else f"by `{users}`")
+        + f" (distinct records); |Y| = {spec['n_outputs']} outputs drawn from X; "
+        f"{spec['n_tasks']} task{'s' if spec['n_tasks'] != 1 else ''}; {spec.get('prior', 'uniform')} prior; "
+        f"privacy metric {spec['metric']}; eps = {_num(PAPER_EPS_PER_KM)}/km; delta = {_num(PAPER_DELTA)}."
     )
     w(
-        f"- **Repetitions: {len(reps)}** (the paper: 10). Each repetition is a fresh instance; within a repetition "
+        f"- **Repetitions: {len(reps)}** (the paper: {PAPER_REPETITIONS}). Each repetition is a fresh instance; "
+        "within a repetition "
         "every "
         "method runs on the same X, Y, users, task and prior, with the same mechanism seed. Seeds derive from base "
         "seed "

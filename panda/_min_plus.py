@@ -5,8 +5,8 @@ all records (:func:`panda.lp._min_plus`). numpy computes them as a broadcast sum
 write a ``(rows, records, M)`` array first; these loops keep one row of ``M`` minima instead
 (``nogil``: :func:`panda.threads.thread_map` runs blocks of rows on every core). The result is the same
 to the bit: each term is one addition, a minimum does not round, and NaN terms are left out as
-``np.fmin`` leaves them out. ``bench/bench_repair.py`` times a whole exact repair both ways: 0.016
-against 0.388 s on the default city's near pairs (K = 500), 0.045 against 0.399 s on Rome's (K = 2000).
+``np.fmin`` leaves them out. Without the large temporary the repair is much faster, on near pairs
+and all pairs alike (``bench/bench_repair.py`` times a whole exact repair both ways; docs/benchmarks.md).
 
 ``None`` where numba does not import: the callers then use numpy.
 """

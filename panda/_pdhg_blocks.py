@@ -10,11 +10,10 @@ half of them, no two threads write the same entry), and only the row sums join t
 is three parallel loops: the blocks (primal step, pair rows), the row sums, the blocks again
 (``A^T y``'s row-sum part, Halpern's update).
 
-Measured on the LP of a K = 500 round (93,581 rows, 236 k nonzeros, float32, 2 cores; ``bench/
-bench_pdhg_step.py``): 0.29-0.31 ms a step against 0.66 ms for scipy's two sparse products and
-numpy's vector updates (docs/benchmarks.md, issue 11, twelfth pass). Earlier numba versions of
-the step had lost to scipy because numba checks signed indices for wraparound on every access; the
-indices here are unsigned.
+Fusing the passes this way makes a step cheaper than scipy's two sparse products and numpy's
+vector updates (``bench/bench_pdhg_step.py`` compares them; docs/benchmarks.md). The indices are
+unsigned: numba checks signed indices for wraparound on every access, which costs more than the
+fused passes save.
 
 The iterates are those of :class:`panda.pdhg._Halpern`'s numpy steps up to float32 rounding (the
 sums run in another order); ``tests/test_pdhg.py`` checks both against each other.
@@ -25,8 +24,8 @@ commands). Calls are serialised by a lock, so two threads of one process never l
 once (workqueue, numba's last fallback, would abort on that) and never oversubscribe the cores.
 Across processes, :data:`thread_policy` decides: the Dask workers (:mod:`panda.execution`) set it
 to their share of the cores among the jobs running on the machine, asked before every call, so a
-lone job steps on every core and two jobs at once on one each (two solves with two spinning OpenMP
-threads each on 2 cores reached gaps of 18.7 and 12.0 % in 20 s, against 4.3 and 2.6 % with one).
+lone job steps on every core and two jobs at once on one each (two solves with a thread per core
+each would spin against each other at every step's barrier and both end with far larger gaps).
 """
 
 from __future__ import annotations
@@ -171,8 +170,8 @@ if AVAILABLE:
         return copy
 
     # The same steps without OpenMP (prange runs as range), for a job given one core: a parallel
-    # region of one thread in a pool of two cost 5-10 % more a step under contention (0.75-0.80 against
-    # 0.69-0.70 ms, two solves at once on 2 cores).
+    # region of one thread in a pool of two still pays the pool's overhead on every step under
+    # contention (two solves at once).
     _steps_one_core = numba.njit(cache=True)(_one_core_copy(_steps.py_func))
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from panda.mechanisms.base import check_epsilon
+from panda.checks import check_epsilon
 
 __all__ = [
     "MdpAudit",

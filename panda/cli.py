@@ -559,8 +559,13 @@ def _add_prepare_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_prepare)
 
 
+#: The dashboard's module behind ``panda prepare``: the library's one mention of the dashboard, loaded by name
+#: only when that command runs (tests/test_dependencies.py allows this and nothing else).
+DASHBOARD_PREPARE = "app.server.prepare"
+
+
 def _dashboard_prepare():  # noqa: ANN202 (the dashboard's module, typed there)
-    """Import the dashboard's ``app.prepare`` from the project's folder.
+    """Import the dashboard's :data:`DASHBOARD_PREPARE` from the project's folder.
 
     That folder is the one this library was imported from (a checkout, or an editable install), else the
     working directory. The library never needs the dashboard; only this command does, and a PandaError says
@@ -571,10 +576,10 @@ def _dashboard_prepare():  # noqa: ANN202 (the dashboard's module, typed there)
     from panda.network import DATA_DIR, IN_CHECKOUT
 
     for folder in ([DATA_DIR.parent] if IN_CHECKOUT else []) + [Path.cwd()]:
-        if (folder / "app" / "prepare.py").is_file() and (folder / "panda").is_dir():
+        if folder.joinpath(*DASHBOARD_PREPARE.split(".")).with_suffix(".py").is_file() and (folder / "panda").is_dir():
             if str(folder) not in sys.path:
                 sys.path.insert(0, str(folder))
-            return importlib.import_module("app.prepare")
+            return importlib.import_module(DASHBOARD_PREPARE)
     raise PandaError(
         "prepare computes the dashboard's views and needs the dashboard: run it in the project's folder "
         "(where `streamlit run app` runs)"

@@ -128,8 +128,8 @@ class PandaConfig:
         eta, a floor on every perturbation probability of the AnPO LP; it makes far pairs' constraints
         implied, so they are dropped exactly (0 disables the reduction).
     lp_time_limit_s, lp_solver
-        HiGHS settings for the AnPO and relaxed LPs (dual simplex measured ~5x faster than IPM
-        on these LPs: see bench/bench_anpo.py).
+        HiGHS settings for the AnPO and relaxed LPs (dual simplex by default: it is faster than IPM
+        on these LPs; bench/bench_anpo.py compares them).
     solve_relaxed
         Also solve the Relaxed AnPO (exponent eps*d) for the lower bound and approximation ratio.
     relaxed_time_limit_s

@@ -9,7 +9,7 @@ A process-wide :class:`Executor` (:func:`get_executor`) runs jobs on a Dask clus
   (:func:`dask_setup`) turns one huge allocation into a MemoryError first. The workers are
   ``dask worker`` processes started from the project root, not ``LocalCluster(processes=True)``:
   that one starts its workers with multiprocessing's *spawn*, which re-runs ``sys.modules["__main__"]``,
-  and under Streamlit that is the app script (measured: the nanny fails to start).
+  and under Streamlit that is the app script (the nanny then fails to start).
   **Toward other users of the machine** (a connection to a scheduler or worker runs any Python code as
   this user): every connection is TLS with a certificate made for the cluster
   (``Security.temporary()``; the worker processes read it from a private 0700 folder, removed with the
@@ -34,7 +34,7 @@ readable message (never a traceback):
   is a JobError; a worker that saw a MemoryError is restarted. The server never runs the job itself.
 * **Server memory**: Dask keeps the last messages of every connection for debugging, each with its
   job's pickled arguments; this layer keeps :data:`MESSAGE_LOG_LENGTH` of them, not Dask's 1000 (at
-  1000 a classroom server grew by over 400 MB in 20 minutes and was still growing).
+  1000 a classroom server's memory grows for as long as it runs).
 * **Progress**: the job's ``progress(phase, fraction)`` calls become Dask events (``log_event`` on the
   worker, ``subscribe_topic`` here) that ``run`` relays to its ``progress`` callback in the caller's
   thread.
@@ -43,9 +43,9 @@ readable message (never a traceback):
   Dask never pre-empts a running task, so long jobs are also kept off one worker: they need the worker
   resource ``long`` (the local cluster gives it to all workers but the first; a cluster without any
   ``long`` worker runs long jobs anywhere). A student's slider therefore never waits for another's LP.
-  The kept worker is one process more than cores: long jobs still get every core (a trade-off curve of
-  six methods at K = 200 on 2 cores: 22 s, against 34 s with only the cores' two workers, one of
-  them kept), and an interactive job shares the CPU with them rather than wait for them.
+  The kept worker is one process more than cores: long jobs still get every core (with only one
+  worker per core, one of them kept, they would get one core fewer), and an interactive job shares the
+  CPU with them rather than wait for them.
 * **Cores**: each running job leaves a file named by its worker's pid in a per-machine folder
   (:data:`RUNNING_DIR_ENV`; used only if it is this user's own folder and not a symlink, narrowed to
   mode 0700, its files made and removed without following links), and the optimal LP's compiled
@@ -133,9 +133,9 @@ PROGRESS_INTERVAL_S = 0.1
 #: A local worker exits when its scheduler (this process) has been gone this long, seconds.
 DEATH_TIMEOUT_S = 60
 #: Messages Dask keeps per connection for debugging (``distributed.admin.low-level-log-length``, default 1000).
-#: Every kept message under 1 MB holds its job's pickled arguments whole (an Instance: 0.5 MB at K = 500),
-#: so with the default a classroom server grew for as long as it ran (``bench/bench_load.py --soak``:
-#: +420 MB in 20 minutes, still rising). Set in this process and in the local workers.
+#: Every kept message under 1 MB holds its job's pickled arguments whole (an Instance at the dashboard's
+#: sizes fits under it), so with the default a classroom server grows for as long as it runs
+#: (``bench/bench_load.py --soak`` measures it). Set in this process and in the local workers.
 MESSAGE_LOG_LENGTH = 4
 MESSAGE_LOG_ENV = "DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH"
 #: The project root: local workers run from there (they import ``panda``).
@@ -673,8 +673,8 @@ class Executor:
                 # Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's dynamic
                 # mmap threshold: every numpy temporary over 128 KB is then mapped and faulted in afresh. None
                 # leaves glibc's default (the other entries are Dask's defaults); the statistical profiler serves
-                # a dashboard the workers do not have. The Lesson's background LP (K = 500, 5/km) on a worker:
-                # 29.1 s (29.1, 29.1) against 35.3 s (35.0-36.2), and 24 s in a plain process.
+                # a dashboard the workers do not have. Both slow a worker's numpy-heavy jobs (the optimal LP)
+                # down against a plain process (bench/bench_worker_lp.py runs it as the dashboard does).
                 "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON": repr(worker_pre_spawn_environ()),
                 "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
             }

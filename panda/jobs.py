@@ -148,7 +148,7 @@ def _job_users_numbers(instance, users, rows, epsilon_per_km, progress):
     distribution at each of them. Returns plain floats: ``loss_m`` (mean expected cost), ``adversary_error_m``
     (the Bayes-optimal attacker who knows that the true record is one of the users', uniformly),
     ``violation_rate`` and ``epsilon_min_per_km`` (the exact eps-mDP audit of the user pairs; NaN below two
-    users). The same arithmetic as ``app.analysis.mechanism_at_users`` plus ``panda.audit.audit_mechanism``
+    users). The same arithmetic as ``app.model.panda_numbers.mechanism_at_users`` plus ``panda.audit.audit_mechanism``
     at the users (tests/test_compare_jobs.py checks that the numbers are equal).
     """
     import numpy as np
@@ -175,16 +175,16 @@ def _job_users_numbers(instance, users, rows, epsilon_per_km, progress):
 
 
 def _job_score_round(prior, matrix, distance_m, entries, n_reports, seed, progress):
-    """Score a class round's entries (``app.game.scoring.score_round``) with ``numpy.random.default_rng(seed)``.
+    """Score a class round's entries (``panda.class_round.score_round``) with ``numpy.random.default_rng(seed)``.
 
-    The one job that imports the dashboard: the scoring of a class round lives in ``app.game.scoring`` (pure
+    The one job that imports the dashboard: the scoring of a class round lives in ``panda.class_round`` (pure
     numpy, no streamlit). It is imported here, inside the job, so that importing ``panda.jobs`` still pulls in
     nothing of the dashboard; a worker that runs this job needs the project's checkout, as the server does.
     ``seed``: drawn by the server (``secrets.randbits(64)``) for each reveal.
     """
     import numpy as np
 
-    from app.game.scoring import score_round
+    from panda.class_round import score_round
 
     progress("scoring the class's guesses", 0.0)
     return score_round(prior, matrix, distance_m, list(entries), int(n_reports), rng=np.random.default_rng(seed))

@@ -354,8 +354,8 @@ def _contract_identical(n_rows: int, pi: np.ndarray, pj: np.ndarray, b: np.ndarr
 ROW_GENERATION_TOL = 1e-9
 
 #: A round that adds at most this fraction of the LP's rows continues from the last basis (warm
-#: dual simplex); a larger batch, or a warm run that fails numerically, is solved afresh. Measured
-#: on Rome: warm rounds take seconds, but a warm start after 27 % new rows (K = 2000) broke down.
+#: dual simplex); a larger batch, or a warm run that fails numerically, is solved afresh. Warm rounds
+#: are cheap, but a warm start after a large share of new rows can break down numerically.
 WARM_START_FRACTION = 0.1
 
 

@@ -20,8 +20,9 @@ fallback the second-largest candidate Delta, which needs no sort. For that fallb
 candidate E of every pair of neighbourhood records is read off two small dense tables (the two largest
 E of each surrogate against each neighbourhood, then of each neighbourhood pair), and E itself is
 computed in closed form for surrogate pairs whose near sets do not meet. Record pairs close to their
-target take the full search, chunk by chunk exactly as before, so every margin is bit-identical to the
-former search (``tests/test_margins_identity.py`` checks it against a copy of that code).
+target take the full search, chunk by chunk in the plain search's order, so every margin is
+bit-identical to the plain search (``tests/test_margins_identity.py`` checks it against a reference
+copy of it).
 """
 
 from __future__ import annotations

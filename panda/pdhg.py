@@ -20,12 +20,12 @@ with Ruiz and Pock-Chambolle scaling and the primal weight ``omega`` re-balanced
   by the step), adaptive restarts to the average or the current point on the KKT error.
 
 Both need only two sparse products a step (more when the adaptive rule takes a step again shorter),
-so they are fast where an interior point's factorisation is not (the optimal mDP LP's pair rows:
-0.8-1.2 ms a step at 127 k rows), and they warm-start from any primal and dual point. Halpern's
+so they are fast where an interior point's factorisation is not (the optimal mDP LP's pair rows,
+``bench/bench_pdhg_step.py``), and they warm-start from any primal and dual point. Halpern's
 scheme is the better one from a warm start: with it the optimal LP's rounds
-(:func:`panda.optimal.solve_optimal`) end with smaller gaps in the same time (K = 500, 30 s: median
-1.36 against 1.76 %; K = 1000, 120 s: 0.84 against 1.98 %; docs/benchmarks.md, ninth pass). From
-zero, on the first of those LPs, the two take about the same number of steps to a given bound.
+(:func:`panda.optimal.solve_optimal`) end with smaller gaps in the same time
+(``bench/bench_pdhg_schemes.py``; docs/benchmarks.md). From zero, on the first of those LPs, the
+two take about the same number of steps to a given bound.
 
 Because every variable is boxed, **every** dual point ``y`` (with ``y >= 0`` on the inequality
 rows, which the projection keeps) gives a valid lower bound by weak duality::
@@ -112,9 +112,9 @@ def _step(
 
     ``x_new = proj(x - tau (c - A^T y))``, ``x_bar = 2 x_new - x`` (the extrapolated point) and
     ``y_new = proj(y + sigma (b - A x_bar))``, ``b`` nonzero only on ``b_nz``; ``work`` holds two
-    scratch vectors (primal, dual size). In place because fresh 0.4-1 MB temporaries each step cost
-    more than the two sparse products; the product is of the extrapolated point, so no ``A x`` is
-    kept from step to step.
+    scratch vectors (primal, dual size). In place because fresh vector-sized temporaries each step
+    cost more than the two sparse products; the product is of the extrapolated point, so no ``A x``
+    is kept from step to step.
     """
     x, y, aty = point
     x_new, x_bar, y_new = out
@@ -135,8 +135,8 @@ def _step(
 def _scale(a: sp.csr_matrix, ruiz_passes: int = 10) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
     """Ruiz equilibration, then Pock-Chambolle (alpha = 1): ``A_s = diag(r) A diag(c)``.
 
-    On the nonzeros directly (sparse diagonal products rebuilt the matrix twice a pass: 0.25 s a
-    call on the optimal LP's 190 k rows).
+    On the nonzeros directly: sparse diagonal products would rebuild the matrix twice a pass, which
+    is costly on the optimal LP's large row sets.
     """
     a = sp.csr_matrix(a, dtype=float)
     n_rows, n_cols = a.shape
@@ -207,9 +207,9 @@ def pdhg(
     steps_before
         ``"adaptive"``: steps taken by earlier calls this one continues (PDLP's step rule counts all
         steps). Halpern's forced restarts count this call's steps only, and its primal weight moves by
-        PDLP's rule, not cuPDLPx's PID control: with cuPDLPx's rules (all calls' steps, PID) the bounds
-        of :func:`panda.optimal.solve_optimal` after six rounds were 265.6 and 252.7 m against 267.7
-        and 257.0 m with these (K = 500, 5/km, seeds 0 and 1; docs/benchmarks.md, ninth pass).
+        PDLP's rule, not cuPDLPx's PID control: in the warm-started rounds of
+        :func:`panda.optimal.solve_optimal` these rules give the stronger bounds after the same rounds
+        (docs/benchmarks.md).
     on_check
         Called with the current candidate ``(x, y)`` (unscaled) at most every ``check_every_s``
         seconds, or every ``callback_every_steps`` steps when that is given (a multiple of
@@ -217,16 +217,16 @@ def pdhg(
     scheme
         ``"halpern"`` (default), ``"adaptive"`` or ``"constant"`` (see the module docstring). PDLP's
         adaptive step takes the largest step the local interaction of each move allows instead of
-        the constant ``0.95 / ||A||``, and reaches a given bound in fewer steps than it
-        (docs/benchmarks.md, seventh pass); Halpern's scheme in fewer still on the tests' random LPs,
-        and it is the faster one in the optimal LP's warm-started rounds (ninth pass).
+        the constant ``0.95 / ||A||``, and reaches a given bound in fewer steps than it; Halpern's
+        scheme in fewer still on the tests' random LPs, and it is the faster one in the optimal LP's
+        warm-started rounds (``bench/bench_pdhg_schemes.py``; docs/benchmarks.md).
     blocks
         ``(k, m)`` when the LP has the optimal LP's block form (:mod:`panda._pdhg_blocks`: ``k m``
         columns in ``m`` blocks of ``k``, the ``n_eq = k`` row sums first, then inequality rows
         with two entries in one block, sorted by block, ``b`` zero on them): Halpern's steps then
         run compiled on every core when :data:`BLOCK_STEPS` is on, numba imports and ``dtype`` is
-        float32 (2.2x faster a step at K = 500; the same iterates up to rounding). ValueError if
-        the LP does not have that form.
+        float32 (a cheaper step, ``bench/bench_pdhg_step.py``; the same iterates up to rounding).
+        ValueError if the LP does not have that form.
     dtype
         Precision of the iterations (``np.float32`` halves the memory traffic of a step, which is
         what bounds its time; the adaptive scheme's running averages and the returned point stay
@@ -314,7 +314,8 @@ def pdhg(
     # Running sums of x and y since the restart (the step-weighted averages): each step adds into
     # working-precision sums, flushed into float64 totals at every check (every
     # ``check_every_steps`` steps), so the working precision's rounding spans at most that many
-    # steps, and a step passes over float32 vectors only (float64 sums cost 0.12 ms a step).
+    # steps, and a step passes over float32 vectors only (float64 sums every step would add a sizeable
+    # share to its time).
     part = [np.zeros(n_cols, dt), np.zeros(n_rows, dt)]
     sums = [np.zeros(n_cols), np.zeros(n_rows)]
     count = 0.0

@@ -243,11 +243,14 @@ def road_density_weights(network: RoadNetwork, *, radius_m: float = DEFAULT_DENS
 
 
 def _targets(targets: object, func: str) -> tuple[np.ndarray, np.ndarray]:
-    """lon/lat of a RoadNetwork's nodes or an Instance's records."""
-    from panda.instance import Instance
+    """lon/lat of a RoadNetwork's nodes or an Instance's records.
 
-    if isinstance(targets, (RoadNetwork, Instance)):
-        return np.asarray(targets.lon, dtype=float), np.asarray(targets.lat, dtype=float)
+    Any object with ``lon`` and ``lat`` arrays of its points will do: panda.instance imports this module, so
+    it is not imported here to name its class.
+    """
+    lon, lat = getattr(targets, "lon", None), getattr(targets, "lat", None)
+    if isinstance(targets, RoadNetwork) or (isinstance(lon, np.ndarray) and isinstance(lat, np.ndarray)):
+        return np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
     msg = (
         f"The 'targets' parameter of {func} must be a RoadNetwork (snap to its nodes) or an Instance "
         f"(snap to its records). Got {type(targets).__name__} instead."

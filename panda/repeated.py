@@ -39,8 +39,8 @@ __all__ = [
 
 #: The largest number of reports :func:`attacker_error_vs_k` accepts.
 MAX_REPORTS = 20
-#: Report sequences sampled by default: K = 500, M = 100, ks = 1..20 take 0.22-0.29 CPU seconds
-#: (``bench/bench_repeated.py``, one BLAS thread); the standard error falls as ``1 / sqrt(n_sequences)``.
+#: Report sequences sampled by default: enough for a small standard error at an interactive cost on the
+#: dashboard's views (``bench/bench_repeated.py`` times it); the standard error falls as ``1 / sqrt(n_sequences)``.
 DEFAULT_N_SEQUENCES = 600
 #: How far a row of the matrix or the prior may be from summing to 1 (LP rounding), absolute.
 _SUM_TOL = 1e-6
@@ -275,11 +275,11 @@ def _guess_error(log_post: np.ndarray, dist: np.ndarray) -> np.ndarray:
     """Per sequence, the Bayes guess's posterior expected error ``min_g sum_x post(x) D[x, g]``."""
     z = log_post - log_post.max(axis=1, keepdims=True)
     # Terms below e^-_LOG_FLOOR of the largest change the error by less than 1e-26 of it; dropping them
-    # keeps subnormal numbers (100x slower arithmetic) out of the product.
+    # keeps subnormal numbers (far slower arithmetic) out of the product.
     z[z < -_LOG_FLOOR] = -np.inf
     w = np.exp(z)
     w /= w.sum(axis=1, keepdims=True)
-    # Single precision halves the product's time (it dominates); a sum of K terms of metres keeps a
+    # Single precision makes the product cheaper (it dominates); a sum of K terms of metres keeps a
     # relative error near 1e-6, far below the estimate's standard error.
     return (w.astype(np.float32) @ dist).min(axis=1).astype(np.float64)
 
@@ -345,9 +345,8 @@ def attacker_error_vs_k(
     ``max(ks)``, sampling takes ``O(S k_max M)``, the posterior updates ``O(S k_max K)`` and the
     guesses ``O(|ks| S K G)`` (one ``(S, K) @ (K, G)`` product per k in ``ks``), which dominates:
     linear in S, in the number of ks and in K G, and independent of M apart from the sampling.
-    Memory is ``O(S (K + G + M))``. The exact k = 1 error costs ``O(K G M)``. K = 500, M = 100,
-    ks = 1..20 with the default S = 600 takes 0.22-0.29 CPU seconds (``bench/bench_repeated.py``, one
-    BLAS thread; docs/benchmarks.md, "Repeated reports"); pass fewer ks (e.g. 1, 2, 5, 10, 20) for less.
+    Memory is ``O(S (K + G + M))``. The exact k = 1 error costs ``O(K G M)``. ``bench/bench_repeated.py``
+    times the default (docs/benchmarks.md, "Repeated reports"); pass fewer ks (e.g. 1, 2, 5, 10, 20) for less.
 
     Parameters
     ----------

@@ -3,7 +3,7 @@
 For work that leaves Python's GIL: HiGHS solves (``highspy``'s ``run``) and large numpy
 reductions. The optimal LP's certificate (:mod:`panda.optimal`: one small LP per output, and
 min-plus products over blocks of records) otherwise keeps one core of two idle between the
-single-threaded PDHG rounds (docs/benchmarks.md, issue 11, eighth pass).
+single-threaded PDHG rounds.
 """
 
 from __future__ import annotations

@@ -57,15 +57,13 @@ are computed from the largest eps down (their LPs are fastest there) and a time-
 smaller eps; the others from both ends of the grid inwards. With ``warm_lp=True`` the optimal LP is
 solved from the middle of the grid outwards, each point warm from its solved neighbour
 (:mod:`panda.optimal.warm`: the neighbour's rows, multipliers and repaired matrix as the start; the
-certificate is the same as a cold solve's). It is off by default: measured side by side
-(``bench/bench_curve_warm.py``, K = 100 and 200) it takes 18-24 % fewer PDHG steps but the same CPU time
-(each warm step carries the neighbour's rows), and its dual-simplex points at 20 and 50/km stop at the
-floored gap where cold ones reach the exact optimum (a larger gap against every mechanism).
-Measured at K = 200 on Neubrandenburg
-(``bench/bench_tradeoff.py``, ``docs/benchmarks.md``): LP+CA's solve grows from under a second at
-eps >= 10 to over 20 s at eps <= 1, LP+EM's from 7 s at eps = 10 to over 20 s at eps <= 5 (and
-HiGHS calls it infeasible at eps >= 20); PAnDA with a tiny gamma (``preset("recommended")``) needs
-more than 8 s at eps 3.5-10; the optimal LP solves only at eps >= 20 within 20 s.
+certificate is the same as a cold solve's). It is off by default: it saves PDHG steps but not CPU
+time (each warm step carries the neighbour's rows), and its dual-simplex points at large eps stop at
+the floored gap where cold ones reach the exact optimum (a larger gap against every mechanism);
+``bench/bench_curve_warm.py`` compares both. Solve times depend strongly on eps
+(``bench/bench_tradeoff.py``; docs/benchmarks.md, "The privacy-utility curve"): LP+CA's and LP+EM's
+grow as eps falls (and HiGHS may call LP+EM infeasible at large eps); PAnDA with a tiny gamma
+(``preset("recommended")``) is slowest at middle eps; the optimal LP is hardest at small eps.
 """
 
 from __future__ import annotations
@@ -115,7 +113,7 @@ METHOD_LABELS: dict[str, str] = {
 #: The curve's default methods (the optimal LP is usually computed as a curve of its own).
 DEFAULT_METHODS: tuple[str, ...] = ("laplace", "em", "em-br", "lp-ca", "lp-em", "panda-e")
 
-#: LP baselines whose solve time grows as eps falls (measured, bench/bench_tradeoff.py): once a
+#: LP baselines whose solve time grows as eps falls (bench/bench_tradeoff.py measures it): once a
 #: point hits the time limit, the smaller eps are skipped. Not the optimal LP (a smaller eps can
 #: still give a lower bound) nor PAnDA (with tiny gamma its AnPO LP is slowest at middle eps).
 HARDER_AS_EPS_FALLS = frozenset({"lp-ca", "lp-em", "lp-bd"})
@@ -438,11 +436,10 @@ def tradeoff_curve(
         The optimal LP's points from the middle of the grid outwards (:func:`_order`), each solve
         warm from the solved point nearest to it in ``log eps`` (:func:`panda.mechanisms.lp_full.build_lp_warm`, the
         solver's result carried, never kept in a row or in ``details``), the first cold. Every
-        point is certified exactly as a cold one (audit, bound); only the speed changes. Measured
-        (``bench/bench_curve_warm.py``, Neubrandenburg, frozen clock): PDHG steps over the whole
-        curve 0.76 of cold's at K = 100 and 0.82 at K = 200, CPU time the same (1.00: a warm solve
-        starts with more rows, its steps cost more). ``False``: every
-        point cold, from the ends inwards, as before. Other methods are unaffected.
+        point is certified exactly as a cold one (audit, bound); only the speed changes: fewer PDHG
+        steps over the whole curve, but not less CPU time, as a warm solve starts with more rows and
+        its steps cost more (``bench/bench_curve_warm.py`` compares both). ``False`` (the default):
+        every point cold, from the ends inwards. Other methods are unaffected.
 
     Returns
     -------

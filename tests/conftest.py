@@ -49,7 +49,7 @@ def oakland() -> pn.RoadNetwork:
 def db(tmp_path, monkeypatch):
     """A SQLite class database (and result store) of this test alone, through ``PANDA_DB_URL``: nothing is read
     from an earlier test, and its engine is disposed of afterwards."""
-    from app.game import store
+    from app.server.db import store
 
     url = f"sqlite:///{tmp_path / 'class.db'}"
     monkeypatch.setenv(store.ENV_URL, url)
@@ -127,7 +127,7 @@ def _keep_the_main_module():
 def _downloads_allowed_in_the_test_process():
     """Every test starts with in-process downloads allowed, as in a library user's process.
 
-    ``app/area.py`` turns them off for good when it is imported under a Streamlit runtime (a web server
+    ``app/widgets/area_picker.py`` turns them off for good when it is imported under a Streamlit runtime (a web server
     downloads only through worker jobs); AppTest runs in this process, so without this the tests after the
     first AppTest would see a server's setting. A test of the server's behaviour turns it off itself.
     """

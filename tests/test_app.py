@@ -172,7 +172,7 @@ def test_learn_every_number_in_the_captions_has_a_unit():
 
 def test_learn_decay_chart_follows_the_sidebar():
     import panda
-    from app.params import Params, to_config
+    from app.model.params import Params, to_config
     from panda.anchors import far_value, resolve_gamma_km, selection_probabilities
 
     at = learn_app()
@@ -209,7 +209,7 @@ def test_compare_builds_the_baselines():
     at = run_ok(make_app())
     at.switch_page("app_pages/compare.py")
     run_ok(at)
-    from app.tables import HEADERS
+    from app.figures.tables import HEADERS
 
     table = at.table[0].value.rename(columns={v: k for k, v in HEADERS.items()})
     # The Lesson's names (the paper's EM+BR and LP+CA are named in the help and the caption).
@@ -255,8 +255,8 @@ def test_preset_switch_changes_the_run_and_the_link():
 
 def _preset_widgets(at: AppTest) -> dict[str, object]:
     """The values the sidebar shows for the fields a preset sets (PandaConfig field -> value)."""
-    from app.params import PRESET_FIELDS
-    from app.sidebar import PRESET_WIDGETS
+    from app.model.params import PRESET_FIELDS
+    from app.widgets.sidebar import PRESET_WIDGETS
 
     assert set(PRESET_WIDGETS) == set(PRESET_FIELDS)
     return {field: at.session_state[key] for field, key in PRESET_WIDGETS.items()}
@@ -270,7 +270,7 @@ def _caption_value(at: AppTest, symbol: str) -> str:
 
 def test_recommended_preset_moves_the_sliders_and_runs_with_them():
     import panda
-    from app.params import PRESET_FIELDS
+    from app.model.params import PRESET_FIELDS
 
     rec = panda.preset("recommended")
     art = panda.preset("artifact")
@@ -449,7 +449,7 @@ def _qp(at: AppTest, key: str) -> str:
 @pytest.fixture(scope="module")
 def small_view():
     import panda
-    from app.params import Params, to_config
+    from app.model.params import Params, to_config
 
     net = panda.load_city("kotka")
     inst = panda.make_instance(net, n_records=120, n_users=10, n_outputs=40, seed=1)
@@ -459,7 +459,7 @@ def small_view():
 
 
 def test_params_round_trip_through_the_link():
-    from app.params import Params, from_query, to_query
+    from app.model.params import Params, from_query, to_query
 
     p = Params(
         decay="logistic",
@@ -480,7 +480,7 @@ def test_params_round_trip_through_the_link():
 def test_every_preset_is_offered_and_fits_the_controls():
     """Each preset's values are exactly selectable (no snapping): what the sliders show is what runs."""
     import panda
-    from app.params import (
+    from app.model.params import (
         ANPO_TIME_LIMIT_S,
         DELTA_OPTIONS,
         GAMMA_OPTIONS,
@@ -492,7 +492,7 @@ def test_every_preset_is_offered_and_fits_the_controls():
         preset_values,
         to_config,
     )
-    from app.sidebar import PRESET_HELP, PRESET_WIDGETS
+    from app.widgets.sidebar import PRESET_HELP, PRESET_WIDGETS
     from panda.config import PRESETS
 
     assert sorted(PRESET_OPTIONS) == sorted(PRESETS)
@@ -516,7 +516,7 @@ def test_every_preset_is_offered_and_fits_the_controls():
 
 
 def test_recommended_preset_round_trips_through_the_link():
-    from app.params import Params, from_query, preset_values, to_query
+    from app.model.params import Params, from_query, preset_values, to_query
 
     p = Params(preset="recommended", **preset_values("recommended"))  # type: ignore[arg-type]
     back, problems = from_query(to_query(p))
@@ -532,10 +532,11 @@ def test_recommended_preset_round_trips_through_the_link():
 
 
 def test_deck_layers_and_tooltips(small_view):
-    from app import analysis, maps
+    from app.figures import maps
+    from app.model import panda_numbers
 
     net, inst, _, result = small_view
-    deck = maps.build_deck(net, inst, result, layers=tuple(maps.LAYERS), pairs=analysis.user_pairs(result, inst))
+    deck = maps.build_deck(net, inst, result, layers=tuple(maps.LAYERS), pairs=panda_numbers.user_pairs(result, inst))
     spec = json.loads(deck.to_json())
     ids = [layer["id"] for layer in spec["layers"]]
     assert ids[0] == "roads" and ids[-1] == "users"
@@ -547,23 +548,24 @@ def test_deck_layers_and_tooltips(small_view):
 
 
 def test_user_pairs_match_run_panda(small_view):
-    from app import analysis
+    from app.model import panda_numbers
 
     _, inst, _, result = small_view
-    pairs = analysis.user_pairs(result, inst)
+    pairs = panda_numbers.user_pairs(result, inst)
     assert pairs.size
     assert pairs.violated.mean() == pytest.approx(result.user_pair_violation_rate)
-    loss = analysis.user_loss_m(result, inst)
+    loss = panda_numbers.user_loss_m(result, inst)
     assert np.nanmean(loss) == pytest.approx(result.loss_expected_m)
 
 
 def test_charts_show_the_run_they_are_given(small_view):
     """Each chart of the PAnDA page draws the numbers it is given (decay_curves and mdp_allowance:
     test_learn_decay_and_allowance_charts)."""
-    from app import analysis, charts
+    from app.figures import charts
+    from app.model import panda_numbers
 
     _, _, _, result = small_view
-    shares = analysis.budget_shares(result)
+    shares = panda_numbers.budget_shares(result)
     fig = charts.budget_split(shares)
     bars = fig.data[0]
     drawn = {k: y for k, y in zip(("phase1", "margin", "phase2"), bars.y, strict=True) if y is not None}
@@ -611,14 +613,14 @@ def test_charts_show_the_run_they_are_given(small_view):
 
 
 def test_exports_hold_the_run(small_view):
-    from app import export
+    from app.model import export_files
 
     _, inst, p, result = small_view
-    summary = json.loads(export.summary_json(result))
+    summary = json.loads(export_files.summary_json(result))
     assert summary["lp_status"] == result.lp_status
-    config = json.loads(export.config_json(p, result.config))
+    config = json.loads(export_files.config_json(p, result.config))
     assert config["panda_config"]["epsilon_per_km"] == p.epsilon_per_km
-    csv = export.matrix_csv(result, inst).splitlines()
+    csv = export_files.matrix_csv(result, inst).splitlines()
     assert len(csv) == 1 + result.n_anchors  # one header row, one row per anchor
     assert len(csv[1].split(",")) == 3 + inst.n_outputs
 
@@ -626,7 +628,7 @@ def test_exports_hold_the_run(small_view):
 def test_learn_charts_are_pure():
     import ast
 
-    from app import charts, learn_charts
+    from app.figures import charts, learn_charts
 
     for module in (charts, learn_charts):  # no streamlit import: the builders cannot draw or read widgets
         tree = ast.parse(open(module.__file__, encoding="utf-8").read())
@@ -636,7 +638,7 @@ def test_learn_charts_are_pure():
 
 
 def test_learn_figures_show_the_street_and_the_upload():
-    from app import learn_charts as lc
+    from app.figures import learn_charts as lc
 
     s = lc.street()
     fig = lc.tradeoff_figure(3.0, eps_grid=(1.0, 5.0))
@@ -666,7 +668,7 @@ def test_learn_figures_show_the_street_and_the_upload():
 
 def test_learn_decay_and_allowance_charts():
     import panda
-    from app import charts
+    from app.figures import charts
     from panda.anchors import far_value
 
     for decay, words in (("exponential", "exponential"), ("power", "power law"), ("logistic", "logistic")):
@@ -695,7 +697,7 @@ def test_learn_decay_and_allowance_charts():
 
 
 def test_learn_words_have_units():
-    from app import learn_charts as lc
+    from app.figures import learn_charts as lc
 
     assert lc.fmt_times(float(np.exp(1.0))) == "2.7 times"
     assert lc.fmt_times(148.41) == "148 times" and lc.fmt_times(22026.5) == "22,000 times"
@@ -713,7 +715,7 @@ def test_learn_words_have_units():
 
 
 def test_learn_street_mechanisms_and_attacker():
-    from app import learn_charts as lc
+    from app.figures import learn_charts as lc
 
     s = lc.street()
     d = s.distance_m
@@ -738,7 +740,7 @@ def test_learn_street_mechanisms_and_attacker():
 
 
 def test_learn_phase1_spend_is_the_exact_phase1_cost(small_view):
-    from app import learn_charts as lc
+    from app.figures import learn_charts as lc
     from panda.accounting import phase1_cost
     from panda.anchors import selection_probabilities
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from apptest_support import SMALL, clear_caches, make_app, metric, release_resources, run_ok  # noqa: F401
 
-from app.game import rounds, scoring
-from app.params import Params
+from app.game import rounds
+from app.model.params import Params
+from panda import class_round
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +103,7 @@ def test_the_reveal_from_the_lecturers_page(db):
     rng = np.random.default_rng(0)
     tokens = [rounds.join(code) for _ in range(3)]
     for i, t in enumerate(tokens):
-        rounds.player_view(code, t, lambda v, r: scoring.draw_entry(matrix, inst.prior, 1, None, rng=rng))
+        rounds.player_view(code, t, lambda v, r: class_round.draw_entry(matrix, inst.prior, 1, None, rng=rng))
         rounds.guess(code, t, 10 * i)
     at = make_app("app_pages/host.py", code=code, key=key)
     run_ok(at)
@@ -112,7 +113,7 @@ def test_the_reveal_from_the_lecturers_page(db):
     assert not at.exception, [e.message for e in at.exception]
     summary = rounds.host_view(code, key).current
     assert summary["status"] == "revealed" and summary["n_guesses"] == 3
-    from app.analysis import fmt_m
+    from app.model.panda_numbers import fmt_m
 
     assert metric(at, "Class: median") == fmt_m(summary["class_median_m"])
     assert metric(at, "Bayes attacker (expected)") == fmt_m(summary["bayes_expected_m"])

@@ -7,9 +7,9 @@ import pytest
 from apptest_support import clear_caches, make_app, metric, release_resources, run_ok  # noqa: F401 (fixtures)
 
 import panda
-from app import lesson
-from app.analysis import fmt_m
-from app.params import Params, from_query, to_query
+from app.model import lesson_numbers
+from app.model.panda_numbers import fmt_m
+from app.model.params import Params, from_query, to_query
 from panda.mechanisms import build_em
 
 
@@ -38,7 +38,7 @@ def _em_error_at(loss: str, place: int) -> float:
     inst = panda.make_instance(
         panda.load_city("neubrandenburg"), n_records=200, n_users=12, n_outputs=50, seed=0, loss=loss
     )
-    return lesson.expected_error_m(build_em(inst, 5.0).matrix[place], inst.cost_m[place])
+    return lesson_numbers.expected_error_m(build_em(inst, 5.0).matrix[place], inst.cost_m[place])
 
 
 def test_the_lessons_default_loss_is_the_road_distance():

@@ -55,7 +55,7 @@ def texts(at: AppTest, *kinds: str) -> list[str]:
 @pytest.fixture(scope="module")
 def small_view():
     import panda
-    from app.params import Params, to_config
+    from app.model.params import Params, to_config
 
     net = panda.load_city("kotka")
     inst = panda.make_instance(net, n_records=120, n_users=10, n_outputs=40, seed=1)
@@ -84,7 +84,7 @@ def test_selected_user_labels_do_not_change_with_the_run():
 )
 def test_a_stale_selected_user_is_recognised_or_refused(stale, expected):
     """The browser sends a selectbox's value as its label: the page turns it back into a user or refuses it."""
-    from app.common import valid_user
+    from app.widgets.current_view import valid_user
 
     assert valid_user(stale, 12) == expected
     assert valid_user(True, 12) is None
@@ -96,10 +96,11 @@ def test_a_stale_selected_user_is_recognised_or_refused(stale, expected):
 
 
 def test_tooltips_are_plain_text_with_newlines(small_view):
-    from app import analysis, maps
+    from app.figures import maps
+    from app.model import panda_numbers
 
     net, inst, _, result = small_view
-    deck = maps.build_deck(net, inst, result, layers=tuple(maps.LAYERS), pairs=analysis.user_pairs(result, inst))
+    deck = maps.build_deck(net, inst, result, layers=tuple(maps.LAYERS), pairs=panda_numbers.user_pairs(result, inst))
     spec = json.loads(deck.to_json())
     tips = [row["tooltip"] for layer in spec["layers"] if layer.get("pickable") for row in layer["data"]]
     assert tips
@@ -118,7 +119,7 @@ def test_tooltips_are_plain_text_with_newlines(small_view):
 
 
 def test_metric_values_are_short_in_every_state(small_view):
-    from app import common
+    from app.widgets import current_view
 
     _, _, _, result = small_view
     bounds = [
@@ -128,12 +129,12 @@ def test_metric_values_are_short_in_every_state(small_view):
         {"status": "too large", "objective_m": float("nan"), "time_s": 0.0, "rows": 10**6},
         {"status": "failed", "reason": "The computation needs more memory.", "objective_m": float("nan")},
     ]
-    values = [m.value for m in common.metric_texts(result).values()]
+    values = [m.value for m in current_view.metric_texts(result).values()]
     for bound in bounds:
-        values += [m.value for m in common.bound_texts(result, bound).values()]
-    values += [m.value for m in common.bound_texts(result, None, pending=True).values()]
-    assert max(len(v) for v in values) <= common.MAX_METRIC_CHARS, values
-    assert common.bound_texts(result, bounds[2])["bound"].note == "time limit"
+        values += [m.value for m in current_view.bound_texts(result, bound).values()]
+    values += [m.value for m in current_view.bound_texts(result, None, pending=True).values()]
+    assert max(len(v) for v in values) <= current_view.MAX_METRIC_CHARS, values
+    assert current_view.bound_texts(result, bounds[2])["bound"].note == "time limit"
 
 
 def test_utility_loss_says_how_many_users_it_covers():
@@ -152,7 +153,7 @@ def test_utility_loss_says_how_many_users_it_covers():
 
 
 def test_compare_table_cells_are_readable():
-    from app import tables
+    from app.figures import tables
 
     rows = [
         {"method": "PAnDA-e", "status": "Optimal", "loss_m": 200.0, "prior_loss_m": float("nan"), "time_s": 0.1},
@@ -179,7 +180,7 @@ def test_compare_table_cells_are_readable():
 
 
 def test_compare_page_shows_words_not_none():
-    from app import tables
+    from app.figures import tables
 
     at = run_ok(make_app(COMPARE, baselines="em,em-br,laplace"))
     assert not at.dataframe  # a static table: every cell is readable, nothing is cut off
@@ -212,7 +213,7 @@ def test_collapsed_rows_are_not_called_perfect_privacy():
 
 
 def test_page_query_registry_reads_and_writes():
-    from app.params import PAGE_QUERY, Params, page_query, read_page_query, to_query
+    from app.model.params import PAGE_QUERY, Params, page_query, read_page_query, to_query
 
     assert not set(PAGE_QUERY) & set(to_query(Params())), "a page key collides with a view key"
     values, problems = read_page_query(
@@ -277,26 +278,26 @@ def _strict(text: str) -> dict:
 
 
 def test_summary_json_writes_null_for_missing_numbers(small_view):
-    from app import export
+    from app.model import export_files
 
     _, _, p, result = small_view
     bound = {"status": "Time limit reached", "objective_m": float("nan"), "time_s": 5.0, "rows": 10}
-    text = export.summary_json(result, bound)
+    text = export_files.summary_json(result, bound)
     data = _strict(text)
     assert data["dashboard_lower_bound"]["objective_m"] is None
     assert '"nan"' not in text and '"inf"' not in text
     assert "null" in data["notes"]
-    _strict(export.config_json(p, result.config))
-    assert export.jsonable({"a": float("inf"), "b": [np.float64("nan"), 1.5]}) == {"a": None, "b": [None, 1.5]}
+    _strict(export_files.config_json(p, result.config))
+    assert export_files.jsonable({"a": float("inf"), "b": [np.float64("nan"), 1.5]}) == {"a": None, "b": [None, 1.5]}
 
 
 def test_matrix_csv_is_a_plain_table_with_output_coordinates(small_view):
     import pandas as pd
 
-    from app import export
+    from app.model import export_files
 
     _, inst, _, result = small_view
-    frame = pd.read_csv(io.StringIO(export.matrix_csv(result, inst)))
+    frame = pd.read_csv(io.StringIO(export_files.matrix_csv(result, inst)))
     assert frame.shape == (result.n_anchors, 3 + inst.n_outputs)
     assert list(frame.columns[:3]) == ["anchor_record", "anchor_lon", "anchor_lat"]
     assert list(frame["anchor_record"]) == result.anchor_union.tolist()
@@ -394,7 +395,7 @@ def _raised(call) -> BaseException:
 
 def _too_heavy_margins(kotka, request) -> tuple[BaseException, str]:
     import panda
-    from app.params import from_query, to_config
+    from app.model.params import from_query, to_config
 
     p, problems = from_query({"gamma": "5", "radius": "5", "decay": "l"})  # as the link of the test above
     assert not problems
@@ -446,7 +447,7 @@ def _unexpected(kotka, request) -> tuple[BaseException, str]:
 def test_library_messages_become_plain_words(make, relayed, kotka, request):
     """The library's real exceptions (raised here, not copied: a changed message is tested as it is now),
     as the page gets them in the server and as a job worker relays them ("Type: message")."""
-    from app.messages import plain_error
+    from app.model.messages import plain_error
     from panda.execution import JobError, _describe
 
     exc, expected = make(kotka, request)
@@ -459,7 +460,14 @@ def test_library_messages_become_plain_words(make, relayed, kotka, request):
 
 
 @pytest.mark.parametrize(
-    "name", ["common.py", "sidebar.py", "app_pages/explore.py", "app_pages/compare.py", "app_pages/audit.py"]
+    "name",
+    [
+        "widgets/current_view.py",
+        "widgets/sidebar.py",
+        "app_pages/explore.py",
+        "app_pages/compare.py",
+        "app_pages/audit.py",
+    ],
 )
 def test_no_exception_class_names_in_page_strings(name):
     """These modules build no text a person reads from an exception's class name (messages.py keeps the
@@ -469,7 +477,7 @@ def test_no_exception_class_names_in_page_strings(name):
 
 
 def test_a_qualified_solved_status_reads_as_solved():
-    from app.messages import short_status
+    from app.model.messages import short_status
 
     word, detail = short_status("solved (paper's LP+BD: 0.8 km pairs, not eps-mDP, stopped at gap 3.5 %)")
     assert word == "solved" and detail.startswith("paper's LP+BD: 0.8 km pairs, not eps-mDP")
@@ -477,7 +485,7 @@ def test_a_qualified_solved_status_reads_as_solved():
 
 def test_compare_offers_the_optimal_lp_and_the_papers_lp_bd():
     at = run_ok(make_app(COMPARE, K="100", M="40", baselines="em,lp,lp-bd"))
-    from app.tables import HEADERS
+    from app.figures.tables import HEADERS
 
     table = at.table[0].value.rename(columns={v: k for k, v in HEADERS.items()})
     rows = table.set_index("method")

@@ -523,7 +523,7 @@ def test_a_link_with_a_malformed_file_id_is_ignored(app_env):
 
 
 def test_source_strings_round_trip():
-    from app.params import Params, from_query, parse_source, to_query
+    from app.model.params import Params, from_query, parse_source, to_query
 
     assert parse_source("file:0123456789abcdef") == ("file", "0123456789abcdef")
     with pytest.raises(ValueError, match="16 lowercase hex digits"):
@@ -562,7 +562,7 @@ def _pending_buttons(at) -> list:
 def test_a_bbox_link_shows_its_box_and_only_the_click_downloads(app_env, stub):
     from conftest import OAKLAND_BBOX
 
-    from app.area import area_label
+    from app.widgets.area_picker import area_label
 
     at = app_env.run_ok(app_env.make_app(EXPLORE, bbox=OAKLAND_LINK))
     assert stub.requests == []  # opening the link asked the OpenStreetMap server nothing

@@ -4,7 +4,7 @@ the page of the session that opened it.
 * The result store keys a box's (or an upload's) results with a fingerprint of its network: the same box string
   downloaded again with other OpenStreetMap data (the download cache is bounded; each server of a class downloads
   its own copy) never gets the other network's mechanisms.
-* A link's box is rounded to the download grid in one place (``app.params.bbox_source``): the prepare command and
+* A link's box is rounded to the download grid in one place (``app.model.params.bbox_source``): the prepare command and
   the dashboard key a box link's view alike, so prepared results are found.
 * A box this session has opened stays on the page when its cache file goes (another download evicted it).
 """
@@ -22,9 +22,11 @@ import streamlit as st  # noqa: E402
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: E402, F401
 
 import panda  # noqa: E402
-from app import prepare, state, views  # noqa: E402
-from app import result_store as rs  # noqa: E402
-from app.game import store  # noqa: E402
+from app import state  # noqa: E402
+from app.model import instances
+from app.server import prepare
+from app.server import result_store as rs  # noqa: E402
+from app.server.db import store  # noqa: E402
 from panda import network as pn  # noqa: E402
 from panda.jobs import JOBS  # noqa: E402
 
@@ -132,7 +134,7 @@ def test_a_prepared_box_link_is_found_by_the_dashboard_on_its_network_only(db, k
     (task,) = [t for t in prepare.tasks_for(params) if t.kind == "mechanism" and t.name == "laplace"]
     assert task.instance_key[0] == SNAPPED
 
-    outcome = prepare.run_task(task, params, lambda key: views.build_instance(kotka, *key[1:]))
+    outcome = prepare.run_task(task, params, lambda key: instances.build_instance(kotka, *key[1:]))
     assert outcome.startswith("solved"), outcome
     assert prepare.is_done(task, params, lambda source: kotka)
     assert not prepare.is_done(task, params, lambda source: newer)  # another download of the box: not prepared

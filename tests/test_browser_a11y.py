@@ -3,7 +3,7 @@
 axe-core 4.12 (bundled in the axe-playwright-python wheel: no download) runs on the Lesson, PAnDA,
 Learn, Compare and Audit pages at 1280x720 and on the Lesson at 390x844; no "serious" or "critical"
 violation may remain. None is excluded: the two Streamlit defaults axe flagged (captions at 3.9:1
-contrast, the selected segmented-control option at 4.47:1) are fixed from app/style.py. The moderate
+contrast, the selected segmented-control option at 4.47:1) are fixed from app/figures/style.py. The moderate
 and minor findings (heading order, the file uploader's role) are printed, not asserted.
 
 Keyboard: Tab reaches the mechanism, the ε slider, both places, the map's mode and the tabs; the

@@ -41,7 +41,7 @@ from test_browser import (  # noqa: F401 (fixture: browser)
 pytestmark = pytest.mark.browser
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
-#: The student deck's fit (app.game_maps.student_deck's defaults); the canvas is narrower on a 390 px phone,
+#: The student deck's fit (app.figures.game_maps.student_deck's defaults); the canvas is narrower on a 390 px phone,
 #: but deck.gl keeps the view's centre and zoom, so a place's offset from the canvas centre is the same.
 DECK_W, DECK_H = 380, 420
 N_STUDENTS = 5
@@ -67,7 +67,7 @@ def _db_round(db_url: str, code: str) -> dict:
     from sqlalchemy import create_engine, select
     from sqlalchemy.orm import Session
 
-    from app.game.models import Entry, Game, Player, Round
+    from app.server.db.models import Entry, Game, Player, Round
 
     eng = create_engine(db_url)
     try:
@@ -110,7 +110,7 @@ _instances: dict[tuple, object] = {}
 def _instance(view: list):
     """The view's instance, built as app.state.instance builds it (an embedded city, a named prior)."""
     import panda
-    from app.params import parse_source
+    from app.model.params import parse_source
 
     key = tuple(view)
     if key not in _instances:
@@ -132,7 +132,7 @@ def _instance(view: list):
 
 def _recompute(rnd: dict) -> dict:
     """Every entry's error, the Bayes attacker's guess and error, competition ranks; the class's mean and median."""
-    from app.game.scoring import bayes_guess
+    from panda.class_round import bayes_guess
     from panda.mechanisms import BASELINES
 
     inst = _instance(rnd["view"])
@@ -165,7 +165,7 @@ def _ordinal(n: int) -> str:
 
 def _place_px(inst, box: dict, x: int) -> tuple[float, float]:
     """Screen position of place ``x`` on a student's map (web-mercator, the deck's initial view)."""
-    from app.maps import fit_view
+    from app.figures.maps import fit_view
 
     vs = fit_view(inst.lon, inst.lat, width_px=DECK_W, height_px=DECK_H)
     scale = 512 * 2**vs.zoom / 360.0
@@ -333,7 +333,7 @@ def _wait_metric(page, label: str, value: str, timeout_s: float = 60.0) -> None:
 
 def _check_reveal(phones: list[Phone], host, db_url: str, code: str, n_guessing: int) -> dict:
     """Recompute the revealed round from the database; every phone and the lecturer's screen must agree."""
-    from app.analysis import fmt_m
+    from app.model.panda_numbers import fmt_m
 
     host.get_by_text("Class: mean error").wait_for(timeout=60_000)
     _wait_idle(host)
@@ -481,7 +481,7 @@ def test_a_class_round_from_the_lecturer_to_five_phones(game_server, browser):  
         assert _score_line(late.page)["error"] != "no guess"
         with pytest.raises(rounds.GameError, match="revealed"):
             rounds.guess(code, late.token, other, url=db_url)
-        from app.game import store
+        from app.server.db import store
 
         store.dispose(db_url)
         assert _db_round(db_url, code)["entries"][numbers[1]]["guess"] == before["guess"]
@@ -560,7 +560,7 @@ def test_tapping_the_same_place_twice_says_already_saved(game_server, browser): 
     url, db_url = game_server
     view = ["city:neubrandenburg", 500, 20, 100, 0, "road", 1, "uniform"]
     code, _ = rounds.open_game(view, rounds.RoundSpec("laplace", 5.0), url=db_url)
-    from app.game import store
+    from app.server.db import store
 
     store.dispose(db_url)
     inst = _instance(view)
@@ -579,7 +579,8 @@ def test_tapping_the_same_place_twice_says_already_saved(game_server, browser): 
 
 
 def test_a_new_round_takes_a_tap_on_last_rounds_place(game_server, browser):  # noqa: F811
-    from app.game import rounds, scoring
+    from app.game import rounds
+    from panda import class_round
     from panda.mechanisms import BASELINES
 
     url, db_url = game_server
@@ -590,7 +591,7 @@ def test_a_new_round_takes_a_tap_on_last_rounds_place(game_server, browser):  # 
     def score(rnd, entries):  # noqa: ANN001, ANN202
         matrix = BASELINES[rnd.mechanism](inst, rnd.epsilon_per_km).matrix
         rng = np.random.default_rng(0)
-        return scoring.score_round(inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, rng=rng)
+        return class_round.score_round(inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, rng=rng)
 
     phone = Phone(browser, url, code, 0)
     try:
@@ -611,6 +612,6 @@ def test_a_new_round_takes_a_tap_on_last_rounds_place(game_server, browser):  # 
         assert _db_round(db_url, code)["entries"][1]["guess"] == x
     finally:
         phone.context.close()
-        from app.game import store
+        from app.server.db import store
 
         store.dispose(db_url)

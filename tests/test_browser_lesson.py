@@ -27,7 +27,7 @@ from test_browser import (  # noqa: F401 (fixtures: server, browser)
 )
 
 import panda
-from app.maps import fit_view
+from app.figures.maps import fit_view
 
 pytestmark = pytest.mark.browser
 

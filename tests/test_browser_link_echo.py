@@ -2,7 +2,7 @@
 
 `streamlit run app` on a loopback port (the fixtures of test_browser.py): markdown links, images, HTML, character
 references, Streamlit's own icon and emoji shortcodes and a right-to-left override go into a link; each toast must
-read as the literal sentence app.params wrote (the value cut at ECHO_MAX_CHARS), with no link, image or icon in it,
+read as the literal sentence app.model.params wrote (the value cut at ECHO_MAX_CHARS), with no link, image or icon in it,
 and the page must ask no other host for anything.
 """
 
@@ -13,8 +13,8 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from test_browser import CHROMIUM, LOCAL_HOSTS, browser, server  # noqa: F401 (fixtures)
 
-from app.messages import ZERO_WIDTH_SPACE
-from app.params import from_query
+from app.model.messages import ZERO_WIDTH_SPACE
+from app.model.params import from_query
 
 pytestmark = pytest.mark.browser
 

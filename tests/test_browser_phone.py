@@ -12,7 +12,7 @@ import pytest
 from test_browser import ARTIFACTS, _wait_idle, _wait_map_drawn, browser, server  # noqa: F401 (fixtures)
 from test_browser_lesson import _place_px, _selected, _visible_place, default_instance  # noqa: F401
 
-from app import style
+from app.figures import style
 
 pytestmark = pytest.mark.browser
 

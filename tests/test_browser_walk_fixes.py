@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from test_browser import ARTIFACTS, _wait_idle, _wait_map_drawn, browser, server  # noqa: F401 (fixtures)
 
-from app import style
+from app.figures import style
 
 pytestmark = pytest.mark.browser
 

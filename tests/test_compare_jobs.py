@@ -1,7 +1,7 @@
 """Nothing heavy in the web server process (issue 29): the Compare page's numbers at the users' records (loss,
 the Bayes attacker's error, the exact audit of the user pairs) come from a job on a Dask worker.
 
-The numbers must equal what the page computed in the server before (``app.analysis.mechanism_at_users`` and
+The numbers must equal what the page computed in the server before (``app.model.panda_numbers.mechanism_at_users`` and
 ``panda.audit.audit_mechanism`` at the users' rows), and the page must still show them when those functions
 are poisoned in this (the server's) process, as tests/test_server_light.py does for the Lesson.
 """
@@ -17,7 +17,7 @@ pytest.importorskip("streamlit")
 
 from apptest_support import SMALL, clear_caches, make_app, release_resources, run_ok  # noqa: E402, F401
 
-import app.analysis  # noqa: E402
+import app.model.panda_numbers  # noqa: E402
 import panda.audit  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def _in_process(inst, users: np.ndarray, rows: np.ndarray, eps: float) -> dict:
     nan = float("nan")
     out = {"loss_m": nan, "adversary_error_m": nan, "violation_rate": nan, "epsilon_min_per_km": nan}
     guess_m = 1000 * inst.distances_km(users, None)
-    m = app.analysis.mechanism_at_users(rows, inst.cost_m[users], guess_m)
+    m = app.model.panda_numbers.mechanism_at_users(rows, inst.cost_m[users], guess_m)
     out.update(loss_m=m["loss_m"], adversary_error_m=m["adversary_error_m"])
     if users.size >= 2:
         audit = panda.audit.audit_mechanism(rows, inst.distances_km(users, users), eps)
@@ -50,14 +50,14 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def _panda_rows(res) -> tuple[np.ndarray, np.ndarray]:
-    rows_idx = app.analysis.surrogate_rows(res)
+    rows_idx = app.model.panda_numbers.surrogate_rows(res)
     ok = rows_idx >= 0
     return res.user_records[ok], res.z[rows_idx[ok]]
 
 
 def test_the_users_numbers_job_equals_the_pages_own_arithmetic(monkeypatch):
     from app import state
-    from app.params import Params, to_config
+    from app.model.params import Params, to_config
 
     monkeypatch.setenv("PANDA_RESULT_STORE", "off")
     params = Params(n_records=int(SMALL["K"]), n_users=int(SMALL["N"]), n_outputs=int(SMALL["M"]), seed=5)
@@ -85,8 +85,8 @@ def test_the_users_numbers_job_equals_the_pages_own_arithmetic(monkeypatch):
 
 def test_the_compare_page_shows_numbers_measured_on_a_worker(monkeypatch):
     from app import state
-    from app.params import to_config
-    from app.tables import HEADERS
+    from app.figures.tables import HEADERS
+    from app.model.params import to_config
 
     monkeypatch.setenv("PANDA_RESULT_STORE", "off")  # nothing kept from earlier tests: the jobs must run
     at = make_app("app_pages/compare.py", baselines="em,laplace")
@@ -94,7 +94,7 @@ def test_the_compare_page_shows_numbers_measured_on_a_worker(monkeypatch):
     with monkeypatch.context() as poison:
         poison.setattr(panda.audit, "audit_mechanism", _poisoned)
         poison.setattr(panda.audit, "adversary_error_m", _poisoned)
-        poison.setattr(app.analysis, "mechanism_at_users", _poisoned)
+        poison.setattr(app.model.panda_numbers, "mechanism_at_users", _poisoned)
         run_ok(at)
     table = at.table[0].value.rename(columns={v: k for k, v in HEADERS.items()}).set_index("method")
     assert list(table.index) == ["PAnDA-e", "EM", "Planar Laplace"]

@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from app import curve_charts  # noqa: E402
-from app.curve_charts import tradeoff_figure  # noqa: E402
+from app.figures import curve_charts  # noqa: E402
+from app.figures.curve_charts import tradeoff_figure  # noqa: E402
 
 EPS = (0.5, 1.0, 2.0, 3.5, 5.0, 10.0, 20.0, 50.0)
 

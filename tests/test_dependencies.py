@@ -88,7 +88,7 @@ def test_the_walk_sees_the_imports_it_should():
     """The AST walk itself: it finds imports at module level, inside functions, and by name in find_spec."""
     found = third_party_imports()
     assert {"numpy", "scipy", "streamlit", "osmium", "distributed", "PIL", "sqlalchemy"} <= set(found), found
-    assert "panda/network.py" in found["osmium"] and "app/export.py" in found["kaleido"]
+    assert "panda/network.py" in found["osmium"] and "app/model/export_files.py" in found["kaleido"]
     assert not {"json", "panda", "app", "os"} & set(found)
 
 
@@ -187,8 +187,8 @@ def test_the_installers_require_hashes():
 #: the text there that takes the path). The static walk above cannot see them; a clean venv would fail on them.
 CODE_PATH_NEEDS = (
     ("cryptography", "panda/execution.py", "Security.temporary()"),  # distributed's TLS certificate
-    ("choreographer", "app/export.py", "kaleido"),  # kaleido 1 drives Chromium through it
-    ("psycopg-binary", "app/game/store.py", "postgresql"),  # psycopg[binary]'s compiled driver
+    ("choreographer", "app/model/export_files.py", "kaleido"),  # kaleido 1 drives Chromium through it
+    ("psycopg-binary", "app/server/db/store.py", "postgresql"),  # psycopg[binary]'s compiled driver
 )
 
 
@@ -248,3 +248,120 @@ def test_ci_runs_the_tests_in_a_venv_of_its_own():
     assert 'PATH="$PWD/$venv/bin:$PATH"' in code and "pip check" in code
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "python -m pytest -q" in readme
+
+
+# --------------------------------------------------------------------------------------------
+# The layers (issue 37): the library on its own, figures and model without streamlit
+# --------------------------------------------------------------------------------------------
+
+
+def _imports_of(path: Path) -> set[str]:
+    """Every module a file imports (full dotted names, also inside functions and by name in import_module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _DYNAMIC:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    names.add(arg.value)
+                elif isinstance(arg, ast.Name):  # a module-level constant naming the module
+                    names.add(f"<constant {arg.id}>")
+    return names
+
+
+def _forbidden(folder: str, prefixes: tuple[str, ...]) -> dict[str, list[str]]:
+    found = {}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        bad = sorted(n for n in _imports_of(path) if n.split(".")[0] in prefixes)
+        if bad:
+            found[str(path.relative_to(ROOT))] = bad
+    return found
+
+
+def test_the_library_never_imports_the_dashboard_or_streamlit():
+    found = _forbidden("panda", ("app", "streamlit", "pydeck"))
+    assert not found, f"panda/ imports the dashboard: {found}"
+    # The one way round: `panda prepare` loads the dashboard's module by the name of one constant, at run time.
+    from panda import cli
+
+    assert (
+        cli.DASHBOARD_PREPARE.startswith("app.")
+        and (ROOT / (cli.DASHBOARD_PREPARE.replace(".", "/") + ".py")).is_file()
+    )
+    loaders = {str(p.relative_to(ROOT)) for p in (ROOT / "panda").rglob("*.py") if "<constant" in str(_imports_of(p))}
+    assert loaders == {"panda/cli.py"}, loaders
+
+
+@pytest.mark.parametrize("layer", ["app/figures", "app/model"])
+def test_figures_and_model_never_import_streamlit(layer):
+    found = _forbidden(layer, ("streamlit",))
+    assert not found, f"{layer} imports streamlit: {found}"
+    pages = _forbidden(layer, ("app",))
+    upward = {
+        f: [n for n in names if n.startswith(("app.widgets", "app.app_pages", "app.state"))]
+        for f, names in pages.items()
+    }
+    assert not any(upward.values()), f"{layer} imports a layer above it: {upward}"
+
+
+def test_the_layer_check_sees_what_it_should():
+    """The walk itself: a file that imports streamlit inside a function, or the dashboard by name, is seen."""
+    assert "streamlit" in _imports_of(ROOT / "app" / "widgets" / "sidebar.py")
+    assert "<constant DASHBOARD_PREPARE>" in _imports_of(ROOT / "panda" / "cli.py")
+    assert "app.model.params.Params" in _imports_of(ROOT / "app" / "server" / "prepare.py")
+
+
+def test_only_state_caches():
+    """app/state.py is the only module with st.cache_data / st.cache_resource (as its docstring says)."""
+    users = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "app").rglob("*.py")
+        if re.search(r"\bst\.cache_(data|resource)\b", p.read_text(encoding="utf-8"))
+    )
+    assert users == ["app/state.py"], users
+
+
+def _panda_module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_library_has_no_import_cycle():
+    """No module of panda/ imports, even inside a function, one that imports it back (instance <-> priors and
+    audit <-> mechanisms were such loops); a package's __init__ re-exporting its modules is not a cycle."""
+    modules = {_panda_module(p): p for p in (ROOT / "panda").rglob("*.py")}
+    graph = {
+        name: {
+            target
+            for imported in _imports_of(path)
+            for target in (imported, imported.rpartition(".")[0])
+            if target in modules and target != name and not name.startswith(target + ".")
+        }
+        for name, path in modules.items()
+    }
+    graph = {name: {t for t in targets if not (name == t.rpartition(".")[0])} for name, targets in graph.items()}
+    for name in graph:  # a package importing its own submodules (re-exports) is no loop
+        if modules[name].name == "__init__.py":
+            graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+
+    def cycle_from(start: str) -> list[str] | None:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    return [*path, start]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+        return None
+
+    cycles = [c for c in (cycle_from(n) for n in sorted(graph)) if c]
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles[:10])

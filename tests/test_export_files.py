@@ -2,7 +2,7 @@
 
 Files are read back the way a person's tools would (the PNG header, an XML parser, ``numpy.load``,
 ``pandas.read_csv``) and compared with what the page shows. Image tests need kaleido's headless Chromium:
-they are skipped, with the reason, only where the server has none (``export.image_export_problem``).
+they are skipped, with the reason, only where the server has none (``export_files.image_export_problem``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,18 @@ pytest.importorskip("plotly")
 pytest.importorskip("streamlit")
 
 import panda  # noqa: E402
-from app import export, export_ui, lesson, lesson_charts, lesson_maps, maps, static_map  # noqa: E402
-from app.params import Params  # noqa: E402
+from app.figures import lesson_charts, lesson_maps, maps, static_map  # noqa: E402
+from app.model import export_files, lesson_numbers
+from app.model.params import Params  # noqa: E402
+from app.widgets import export_menu
 from panda.mechanisms import build_em  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SVG_NS = "{http://www.w3.org/2000/svg}"
 EPS = 5.0
-needs_browser = pytest.mark.skipif(export.image_export_problem() is not None, reason=str(export.image_export_problem()))
+needs_browser = pytest.mark.skipif(
+    export_files.image_export_problem() is not None, reason=str(export_files.image_export_problem())
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +43,11 @@ def view():
     net = panda.load_city("kotka")
     inst = panda.make_instance(net, n_records=80, n_outputs=30, n_users=8, seed=0)
     matrix = build_em(inst, EPS).matrix
-    a = lesson.default_place(inst)
-    b = lesson.second_place(inst, a)
+    a = lesson_numbers.default_place(inst)
+    b = lesson_numbers.second_place(inst, a)
     segments, _ = maps.road_segments(net)
     row_a = matrix[a]
-    ring_m = lesson.expected_error_m(row_a, inst.cost_m[a])
+    ring_m = lesson_numbers.expected_error_m(row_a, inst.cost_m[a])
     samples = np.random.default_rng(0).choice(row_a.size, size=10, p=row_a / row_a.sum()).tolist()
     map_inputs = {
         "instance": inst,
@@ -56,7 +60,7 @@ def view():
         "height_px": 540,
         "width_px": 480,
     }
-    meta = export.lesson_meta(Params(source="city:kotka", n_records=80, n_outputs=30, n_users=8), inst, "em", EPS)
+    meta = export_files.lesson_meta(Params(source="city:kotka", n_records=80, n_outputs=30, n_users=8), inst, "em", EPS)
     return {"net": net, "inst": inst, "matrix": matrix, "a": a, "b": b, "map_inputs": map_inputs, "meta": meta}
 
 
@@ -64,7 +68,7 @@ def view():
 def two_places_fig(view):
     inst, m, a, b = view["inst"], view["matrix"], view["a"], view["b"]
     d_km = float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0])
-    check = lesson.pair_check(m[a], m[b], d_km, EPS)
+    check = lesson_numbers.pair_check(m[a], m[b], d_km, EPS)
     return lesson_charts.two_places(check, m[a], m[b], height=340)
 
 
@@ -93,10 +97,10 @@ def haversine_m(lon0: float, lat0: float, lon: np.ndarray, lat: np.ndarray) -> n
 
 
 def test_file_names_say_what_they_hold(view):
-    assert export.file_stem(view["meta"]) == "kotka_K80_em_eps5"
+    assert export_files.file_stem(view["meta"]) == "kotka_K80_em_eps5"
     meta = {**view["meta"], "network": "Neubrandenburg", "n_records": 500, "epsilon_per_km": 2.5}
-    assert export.file_stem(meta) == "neubrandenburg_K500_em_eps2.5"
-    names = [d.file_name for d in export_ui.downloads(
+    assert export_files.file_stem(meta) == "neubrandenburg_K500_em_eps2.5"
+    names = [d.file_name for d in export_menu.downloads(
         instance=view["inst"], figures={"two-places": None}, map_inputs=view["map_inputs"],
         matrix=view["matrix"], meta=view["meta"])]  # fmt: skip
     assert names == [
@@ -111,14 +115,14 @@ def test_file_names_say_what_they_hold(view):
 
 def test_npz_round_trips_the_matrix_and_its_parameters(view):
     inst, matrix, meta = view["inst"], view["matrix"], view["meta"]
-    data = export.matrix_npz(matrix, inst, meta)
+    data = export_files.matrix_npz(matrix, inst, meta)
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
         assert np.array_equal(npz["matrix"], matrix)
         assert np.array_equal(npz["row_records"], np.arange(inst.n_records))
         assert np.array_equal(npz["output_records"], np.asarray(inst.outputs))
         assert np.array_equal(npz["output_lon"], np.asarray(inst.lon)[inst.outputs])
         assert np.array_equal(npz["row_lat"], np.asarray(inst.lat))
-        for key in export.MATRIX_META_KEYS:
+        for key in export_files.MATRIX_META_KEYS:
             assert npz[key].shape == ()
             assert npz[key].item() == meta[key], key
         assert npz["n_records"].dtype == np.int64 and npz["epsilon_per_km"].dtype == np.float64
@@ -129,15 +133,15 @@ def test_npz_round_trips_the_matrix_and_its_parameters(view):
 
 def test_csv_reads_back_with_pandas_to_the_same_matrix(view):
     inst, matrix, meta = view["inst"], view["matrix"], view["meta"]
-    table = pd.read_csv(io.StringIO(export.mechanism_matrix_csv(matrix, inst, meta)))
+    table = pd.read_csv(io.StringIO(export_files.mechanism_matrix_csv(matrix, inst, meta)))
     assert list(table.columns[:3]) == ["place_record", "place_lon", "place_lat"]
     assert table.shape == (inst.n_records, 3 + inst.n_outputs)
     assert np.array_equal(table.iloc[:, 3:].to_numpy(), matrix)  # exact: shortest round-trip decimals
     assert np.array_equal(table["place_record"].to_numpy(), np.arange(inst.n_records))
     np.testing.assert_allclose(table["place_lon"].to_numpy(), inst.lon, atol=1e-7)
     y = int(inst.outputs[3])
-    assert table.columns[3 + 3] == export.output_column(3, y, inst.lon[y], inst.lat[y])
-    params = json.loads(export.matrix_meta_json(matrix, inst, meta))
+    assert table.columns[3 + 3] == export_files.output_column(3, y, inst.lon[y], inst.lat[y])
+    params = json.loads(export_files.matrix_meta_json(matrix, inst, meta))
     assert params["parameters"] == meta
     assert params["shape"] == [inst.n_records, inst.n_outputs]
     assert params["csv_file"] == "kotka_K80_em_eps5_matrix.csv"
@@ -147,34 +151,36 @@ def test_anchor_rows_carry_their_places(view):
     inst, matrix = view["inst"], view["matrix"]
     meta = {**view["meta"], "rows": "anchors"}
     anchors = np.array([5, 17, 40])
-    table = pd.read_csv(io.StringIO(export.mechanism_matrix_csv(matrix[anchors], inst, meta, row_records=anchors)))
+    table = pd.read_csv(
+        io.StringIO(export_files.mechanism_matrix_csv(matrix[anchors], inst, meta, row_records=anchors))
+    )
     assert table["anchor_record"].tolist() == anchors.tolist()
     assert np.array_equal(table.iloc[:, 3:].to_numpy(), matrix[anchors])
-    with np.load(io.BytesIO(export.matrix_npz(matrix[anchors], inst, meta, row_records=anchors))) as npz:
+    with np.load(io.BytesIO(export_files.matrix_npz(matrix[anchors], inst, meta, row_records=anchors))) as npz:
         assert npz["row_records"].tolist() == anchors.tolist() and npz["rows"].item() == "anchors"
 
 
 def test_bad_matrix_inputs_say_what_to_do(view):
     inst, matrix, meta = view["inst"], view["matrix"], view["meta"]
     with pytest.raises(ValueError, match="one column per output"):
-        export.matrix_npz(matrix[:, :5], inst, meta)
+        export_files.matrix_npz(matrix[:, :5], inst, meta)
     with pytest.raises(ValueError, match="one row per place .* or pass 'row_records'"):
-        export.mechanism_matrix_csv(matrix[:4], inst, meta)
+        export_files.mechanism_matrix_csv(matrix[:4], inst, meta)
     with pytest.raises(ValueError, match="Missing: seed"):
-        export.matrix_npz(matrix, inst, {k: v for k, v in meta.items() if k != "seed"})
+        export_files.matrix_npz(matrix, inst, {k: v for k, v in meta.items() if k != "seed"})
     with pytest.raises(ValueError, match="'mechanism' parameter of lesson_meta must be one of"):
-        export.lesson_meta(Params(), inst, "nope", EPS)
+        export_files.lesson_meta(Params(), inst, "nope", EPS)
     with pytest.raises(ValueError, match="one row per place"):
-        export_ui.downloads(instance=inst, figures={}, map_inputs=None, matrix=matrix[:4], meta=meta)
+        export_menu.downloads(instance=inst, figures={}, map_inputs=None, matrix=matrix[:4], meta=meta)
 
 
 def test_matrix_downloads_make_the_same_files(view):
-    items = export_ui.downloads(
+    items = export_menu.downloads(
         instance=view["inst"], figures={}, map_inputs=None, matrix=view["matrix"], meta=view["meta"]
     )
     made = {d.file_name: d.make() for d in items}
     assert not any(d.needs_browser for d in items)
-    assert made["kotka_K80_em_eps5_matrix.csv"] == export.mechanism_matrix_csv(
+    assert made["kotka_K80_em_eps5_matrix.csv"] == export_files.mechanism_matrix_csv(
         view["matrix"], view["inst"], view["meta"]
     )
     with np.load(io.BytesIO(made["kotka_K80_em_eps5_matrix.npz"])) as npz:
@@ -220,8 +226,8 @@ def test_static_map_draws_the_deck_layers_at_their_places(view):
 def test_static_map_attacker_mode_and_laplace_glow(view):
     inst, matrix, a = view["inst"], view["matrix"], view["a"]
     report = int(np.argmax(matrix[a]))
-    belief = lesson.posterior(inst.prior, matrix, report)
-    guess = lesson.bayes_guess(belief, inst.d_km * 1000.0)
+    belief = lesson_numbers.posterior(inst.prior, matrix, report)
+    guess = lesson_numbers.bayes_guess(belief, inst.d_km * 1000.0)
     density = lesson_maps.laplace_density_image(float(inst.lon[a]), float(inst.lat[a]), EPS, half_width_km=0.5)
     fig = static_map.static_lesson_map(
         inst, view["map_inputs"]["segments"], place_a=a, belief=belief, report=report, guess=guess, density=density
@@ -244,13 +250,13 @@ def test_static_map_attacker_mode_and_laplace_glow(view):
 
 @needs_browser
 def test_chart_png_has_the_signature_and_size(two_places_fig):
-    data = export.figure_image(two_places_fig, "png", width_px=640, scale=2)
+    data = export_files.figure_image(two_places_fig, "png", width_px=640, scale=2)
     assert png_size(data) == (1280, 680)  # 640 x 340 CSS pixels at scale 2
 
 
 @needs_browser
 def test_chart_svg_parses_and_holds_the_trace_data(two_places_fig):
-    data = export.figure_image(two_places_fig, "svg", width_px=640)
+    data = export_files.figure_image(two_places_fig, "svg", width_px=640)
     root = ET.fromstring(data)
     assert root.tag == f"{SVG_NS}svg"
     assert (root.get("width"), root.get("height")) == ("640", "340")
@@ -263,7 +269,7 @@ def test_chart_svg_parses_and_holds_the_trace_data(two_places_fig):
 
 @needs_browser
 def test_map_png_has_the_signature_and_size(view):
-    items = export_ui.downloads(
+    items = export_menu.downloads(
         instance=view["inst"], figures={}, map_inputs=view["map_inputs"], matrix=None, meta=view["meta"]
     )
     (map_png,) = items
@@ -274,17 +280,17 @@ def test_map_png_has_the_signature_and_size(view):
 @needs_browser
 def test_the_shared_browser_closes_when_idle(two_places_fig):
     """One Chromium for the process, gone after its idle time: nothing is held between downloads."""
-    renderer = export._Renderer(idle_s=0.5)
+    renderer = export_files._Renderer(idle_s=0.5)
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
     data = renderer.render(two_places_fig.to_dict(), {"format": "svg", "width": 300, "height": 200, "scale": 1},
-                           path=export.browser_path(), timeout_s=60)  # fmt: skip
+                           path=export_files.browser_path(), timeout_s=60)  # fmt: skip
     assert data.startswith(b"<svg")
     assert renderer.is_open
     started = [p for p in me.children(recursive=True) if p.pid not in before]
     assert started  # the browser runs
     # ... behind a closed loopback proxy: nothing it fetches by itself leaves the machine.
-    assert any(f"--proxy-server={export.NO_NETWORK_PROXY}" in p.cmdline() for p in started)
+    assert any(f"--proxy-server={export_files.NO_NETWORK_PROXY}" in p.cmdline() for p in started)
     deadline = time.monotonic() + 20
     while renderer.is_open and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -299,12 +305,12 @@ def test_the_shared_browser_closes_when_idle(two_places_fig):
 
 def test_without_a_browser_images_fail_with_a_sentence(monkeypatch, two_places_fig, view):
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
-    problem = export.image_export_problem()
+    problem = export_files.image_export_problem()
     assert problem is not None and "needs Chromium" in problem
-    with pytest.raises(export.ExportError, match="needs Chromium"):
-        export.figure_image(two_places_fig, "png")
+    with pytest.raises(export_files.ExportError, match="needs Chromium"):
+        export_files.figure_image(two_places_fig, "png")
     with pytest.raises(ValueError, match="'fmt' parameter of figure_image must be one of"):
-        export.figure_image(two_places_fig, "jpeg")
+        export_files.figure_image(two_places_fig, "jpeg")
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,8 +324,10 @@ def _menu_page(with_matrix: bool = True, browser: str | None = None) -> None:
     import numpy as np  # noqa: F401 (AppTest runs this function's body as a script)
 
     import panda
-    from app import export, export_ui, lesson, lesson_charts, maps
-    from app.params import Params
+    from app.figures import lesson_charts, maps
+    from app.model import export_files, lesson_numbers
+    from app.model.params import Params
+    from app.widgets import export_menu
     from panda.mechanisms import build_em
 
     if browser is not None:
@@ -327,16 +335,16 @@ def _menu_page(with_matrix: bool = True, browser: str | None = None) -> None:
     net = panda.load_city("kotka")
     inst = panda.make_instance(net, n_records=80, n_outputs=30, n_users=8, seed=0)
     m = build_em(inst, 5.0).matrix
-    a = lesson.default_place(inst)
-    b = lesson.second_place(inst, a)
-    check = lesson.pair_check(m[a], m[b], float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0]), 5.0)
+    a = lesson_numbers.default_place(inst)
+    b = lesson_numbers.second_place(inst, a)
+    check = lesson_numbers.pair_check(m[a], m[b], float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0]), 5.0)
     segments, _ = maps.road_segments(net)
-    export_ui.export_menu(
+    export_menu.export_menu(
         instance=inst,
         figures={"two-places": lesson_charts.two_places(check, m[a], m[b])},
         map_inputs={"instance": inst, "segments": segments, "place_a": a, "place_b": b, "row_a": m[a]},
         matrix=m if with_matrix else None,
-        meta=export.lesson_meta(Params(source="city:kotka"), inst, "em", 5.0),
+        meta=export_files.lesson_meta(Params(source="city:kotka"), inst, "em", 5.0),
     )
 
 
@@ -344,8 +352,8 @@ def test_menu_renders_every_button_without_running_any(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     calls = []
-    monkeypatch.setattr(export, "figure_image", lambda *a, **k: calls.append(a) or b"")
-    monkeypatch.setattr(export, "matrix_npz", lambda *a, **k: calls.append(a) or b"")
+    monkeypatch.setattr(export_files, "figure_image", lambda *a, **k: calls.append(a) or b"")
+    monkeypatch.setattr(export_files, "matrix_npz", lambda *a, **k: calls.append(a) or b"")
     at = AppTest.from_function(_menu_page, default_timeout=60).run()
     assert not at.exception, [e.message for e in at.exception]
     buttons = at.get("download_button")
@@ -359,7 +367,7 @@ def test_menu_renders_every_button_without_running_any(monkeypatch):
     ]
     assert not calls  # deferred: nothing drawn or written while the page runs
     assert all(b.proto.ignore_rerun for b in buttons)  # a click does not rerun the page
-    if export.image_export_problem() is None:
+    if export_files.image_export_problem() is None:
         assert not any(b.proto.disabled for b in buttons)
 
 
@@ -392,21 +400,23 @@ sys.path.insert(0, {root!r})
 import numpy as np
 import streamlit as st
 import panda
-from app import export, export_ui, lesson, maps
-from app.params import Params
+from app.figures import maps
+from app.model import export_files, lesson_numbers
+from app.widgets import export_menu
+from app.model.params import Params
 from panda.mechanisms import build_em
 
 net = panda.load_city("kotka")
 inst = panda.make_instance(net, n_records=80, n_outputs=30, n_users=8, seed=0)
 m = build_em(inst, 5.0).matrix
-a = lesson.default_place(inst)
+a = lesson_numbers.default_place(inst)
 st.session_state.runs = st.session_state.get("runs", 0) + 1
 st.write(f"script runs: {{st.session_state.runs}}")
-export_ui.export_menu(
+export_menu.export_menu(
     instance=inst, figures={{}},
     map_inputs={{"instance": inst, "segments": maps.road_segments(net)[0], "place_a": a, "row_a": m[a],
                 "height_px": 300, "width_px": 280}},
-    matrix=m, meta=export.lesson_meta(Params(source="city:kotka"), inst, "em", 5.0),
+    matrix=m, meta=export_files.lesson_meta(Params(source="city:kotka"), inst, "em", 5.0),
 )
 """
 
@@ -472,8 +482,8 @@ def test_a_chart_given_as_a_builder_is_built_only_when_downloaded(view, monkeypa
         built.append(fig)
         return fig
 
-    monkeypatch.setattr(export, "figure_image", lambda f, fmt, **k: exported.append((f, fmt)) or b"svg")
-    items = export_ui.downloads(
+    monkeypatch.setattr(export_files, "figure_image", lambda f, fmt, **k: exported.append((f, fmt)) or b"svg")
+    items = export_menu.downloads(
         instance=view["inst"], figures={"two-places": build}, map_inputs=None, matrix=None, meta=view["meta"]
     )
     assert [d.file_name.rsplit("_", 1)[-1] for d in items] == ["two-places.png", "two-places.svg"]

@@ -295,7 +295,7 @@ def test_a_sessions_later_interactive_jobs_stay_interactive(executor):
 def test_a_slot_wait_that_runs_out_says_the_server_is_busy_not_that_the_setting_is_too_heavy(executor, monkeypatch):
     """A session whose long slots stay taken (a curve's first three methods) and none of them finishes: its
     fourth job's wait ends with JobBusy, which the page shows as "try again", not as a too heavy setting."""
-    from app.common import RETRY_HINT, job_failure
+    from app.widgets.current_view import RETRY_HINT, job_failure
 
     slots = ("full", "long")
     for _ in range(MAX_JOBS_PER_OWNER):

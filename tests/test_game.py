@@ -20,8 +20,10 @@ from pg_fixture import pg_url  # noqa: F401 (fixture)
 from sqlalchemy import select, update
 
 import panda
-from app.game import rounds, scoring, store
-from app.game.models import Base, Entry, Game, Round
+from app.game import rounds
+from app.server.db import store
+from app.server.db.models import Base, Entry, Game, Round
+from panda import class_round
 from panda.mechanisms import BASELINES
 from panda.repeated import posterior_after
 
@@ -48,13 +50,13 @@ def url(request, tmp_path):
 def _draw(small, seed=0):
     inst, matrix = small
     rng = np.random.default_rng(seed)
-    return lambda view, rnd: scoring.draw_entry(matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
+    return lambda view, rnd: class_round.draw_entry(matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
 
 
 def _score(small, seed=0):
     inst, matrix = small
     rng = np.random.default_rng(seed)
-    return lambda rnd, entries: scoring.score_round(
+    return lambda rnd, entries: class_round.score_round(
         inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, rng=rng
     )
 
@@ -372,14 +374,14 @@ def test_the_migration_matches_the_models(url):
 
 
 def test_competition_ranks():
-    assert scoring.competition_ranks([30.0, 10.0, None, 10.0, 50.0]) == [3, 1, None, 1, 4]
-    assert scoring.competition_ranks([]) == []
+    assert class_round.competition_ranks([30.0, 10.0, None, 10.0, 50.0]) == [3, 1, None, 1, 4]
+    assert class_round.competition_ranks([]) == []
 
 
 def test_the_expected_error_after_k_reports_converges_to_the_exact_one(small):
     inst, matrix = small
     d = inst.d_km * 1000.0
-    exact = scoring.expected_bayes_error_m(inst.prior, matrix, 7, 1, d, rng=np.random.default_rng(0))
+    exact = class_round.expected_bayes_error_m(inst.prior, matrix, 7, 1, d, rng=np.random.default_rng(0))
     # k = 1 by sampling (the k > 1 code path given one report) agrees with the exact sum within 3 standard errors.
     rng = np.random.default_rng(1)
     row = matrix[7]
@@ -387,16 +389,16 @@ def test_the_expected_error_after_k_reports_converges_to_the_exact_one(small):
     errs = [d[int(np.argmin(posterior_after(inst.prior, matrix, [y]) @ d)), 7] for y in seqs]
     assert abs(np.mean(errs) - exact) < 3 * np.std(errs) / math.sqrt(len(errs)) + 1e-9
     # More reports: the attacker gets closer (on average), as the Lesson's k-reports chart shows.
-    k5 = scoring.expected_bayes_error_m(inst.prior, matrix, 7, 5, d, rng=np.random.default_rng(2), n_sequences=400)
+    k5 = class_round.expected_bayes_error_m(inst.prior, matrix, 7, 5, d, rng=np.random.default_rng(2), n_sequences=400)
     assert k5 < exact
 
 
 def test_draw_entry_uses_the_lecturers_place_or_the_prior(small):
     inst, matrix = small
     rng = np.random.default_rng(0)
-    secret, reports = scoring.draw_entry(matrix, inst.prior, 4, 9, rng=rng)
+    secret, reports = class_round.draw_entry(matrix, inst.prior, 4, 9, rng=rng)
     assert secret == 9 and len(reports) == 4 and all(matrix[9, j] > 0 for j in reports)
     prior = np.zeros(inst.n_records)
     prior[[2, 5]] = 0.5
-    secrets_ = {scoring.draw_entry(matrix, prior, 1, None, rng=rng)[0] for _ in range(50)}
+    secrets_ = {class_round.draw_entry(matrix, prior, 1, None, rng=rng)[0] for _ in range(50)}
     assert secrets_ == {2, 5}

@@ -16,8 +16,9 @@ import urllib.request
 import pytest
 from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _wait_idle, streamlit_cmd
 
-from app.game import rounds, store
-from app.params import Params
+from app.game import rounds
+from app.model.params import Params
+from app.server.db import store
 
 pytestmark = pytest.mark.browser
 

@@ -24,7 +24,8 @@ from apptest_support import (  # noqa: E402, F401 (autouse fixtures)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import panda  # noqa: E402
-from app import lesson, lesson_charts, lesson_maps, maps  # noqa: E402
+from app.figures import lesson_charts, lesson_maps, maps  # noqa: E402
+from app.model import lesson_numbers
 from panda.mechanisms import build_em  # noqa: E402
 
 
@@ -56,34 +57,34 @@ def deck_layers(at: AppTest) -> dict:
 
 
 def test_times_reads_like_a_factor():
-    assert lesson.times(math.log(2.7)) == "×2.7"
-    assert lesson.times(0.1) == "×1.11"
-    assert lesson.times(math.log(148.4)) == "×148"
-    assert lesson.times(float("inf")) == "×∞"
-    assert lesson.times(-math.log(3.0)) == "×3.0"  # the factor of the larger over the smaller
+    assert lesson_numbers.times(math.log(2.7)) == "×2.7"
+    assert lesson_numbers.times(0.1) == "×1.11"
+    assert lesson_numbers.times(math.log(148.4)) == "×148"
+    assert lesson_numbers.times(float("inf")) == "×∞"
+    assert lesson_numbers.times(-math.log(3.0)) == "×3.0"  # the factor of the larger over the smaller
 
 
 def test_pair_check_holds_and_fails_exactly():
     eps, d_km = 5.0, 0.2  # allows e^1
     a = np.array([0.5, 0.3, 0.2, 0.0])
     within = np.array([0.4, 0.35, 0.25, 0.0])
-    check = lesson.pair_check(a, within, d_km, eps)
+    check = lesson_numbers.pair_check(a, within, d_km, eps)
     assert check.allowed == pytest.approx(1.0)
     assert np.isnan(check.log_ratio[3])  # 0 / 0: no evidence
     assert check.worst == pytest.approx(math.log(0.25 / 0.2))
     assert check.holds
     beyond = np.array([0.1, 0.3, 0.6, 0.0])  # ln(0.5 / 0.1) = 1.61 > 1
-    bad = lesson.pair_check(a, beyond, d_km, eps)
+    bad = lesson_numbers.pair_check(a, beyond, d_km, eps)
     assert not bad.holds and bad.worst_output == 0
-    assert "beyond the promise" in lesson.ratio_sentence(bad)
-    assert "within the promise" in lesson.ratio_sentence(check)
-    assert "promise" not in lesson.ratio_sentence(bad, verdict=False)
-    zero = lesson.pair_check(a, np.array([0.5, 0.5, 0.0, 0.0]), d_km, eps)
+    assert "beyond the promise" in lesson_numbers.ratio_sentence(bad)
+    assert "within the promise" in lesson_numbers.ratio_sentence(check)
+    assert "promise" not in lesson_numbers.ratio_sentence(bad, verdict=False)
+    zero = lesson_numbers.pair_check(a, np.array([0.5, 0.5, 0.0, 0.0]), d_km, eps)
     assert zero.worst == math.inf and not zero.holds
     # PAnDA: the anchor upload's leak counts against the same allowance.
-    leak = lesson.pair_check(a, within, d_km, eps, phase1=0.9)
+    leak = lesson_numbers.pair_check(a, within, d_km, eps, phase1=0.9)
     assert not leak.holds
-    assert "anchor upload" in lesson.ratio_sentence(leak)
+    assert "anchor upload" in lesson_numbers.ratio_sentence(leak)
 
 
 def test_em_rows_hold_for_every_pair_of_places(small):
@@ -91,19 +92,19 @@ def test_em_rows_hold_for_every_pair_of_places(small):
     mech = build_em(inst, 3.0)
     for a, b in [(0, 1), (5, 40), (10, 79)]:
         d = float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0])
-        assert lesson.pair_check(mech.matrix[a], mech.matrix[b], d, 3.0).holds
+        assert lesson_numbers.pair_check(mech.matrix[a], mech.matrix[b], d, 3.0).holds
 
 
 def test_posterior_and_bayes_guess(small):
     _, inst = small
     mech = build_em(inst, 20.0)
     y = 3
-    post = lesson.posterior(inst.prior, mech.matrix, y)
+    post = lesson_numbers.posterior(inst.prior, mech.matrix, y)
     assert post.sum() == pytest.approx(1.0)
     expected = inst.prior * mech.matrix[:, y]
     assert np.allclose(post, expected / expected.sum())
     d_m = inst.d_km * 1000
-    guess = lesson.bayes_guess(post, d_m)
+    guess = lesson_numbers.bayes_guess(post, d_m)
     assert np.all(post @ d_m >= (post @ d_m)[guess])
     # At a large eps the attacker's best guess is next to the reported output.
     assert d_m[guess, inst.outputs[y]] < 0.5 * np.median(d_m)
@@ -111,9 +112,9 @@ def test_posterior_and_bayes_guess(small):
 
 def test_default_and_second_place(small):
     _, inst = small
-    a = lesson.default_place(inst)
+    a = lesson_numbers.default_place(inst)
     assert 0 <= a < inst.n_records
-    b = lesson.second_place(inst, a, target_m=300)
+    b = lesson_numbers.second_place(inst, a, target_m=300)
     assert b != a
     d_m = 1000 * inst.distances_km(np.array([a]), None)[0]
     others = np.delete(np.abs(d_m - 300), a)
@@ -151,7 +152,7 @@ def test_lesson_deck_layers(small):
     tips = [d["tooltip"] for d in layers["reports"]["data"]]
     assert all("<br" not in t for t in tips) and any("\n" in t for t in tips)
     # Attacker mode: a belief layer instead of the reports.
-    post = lesson.posterior(inst.prior, build_em(inst, 5.0).matrix, 0)
+    post = lesson_numbers.posterior(inst.prior, build_em(inst, 5.0).matrix, 0)
     deck = lesson_maps.build_lesson_deck(inst, segs, place_a=0, belief=post, report=0, guess=3)
     ids = {layer["id"] for layer in json.loads(deck.to_json())["layers"]}
     assert {"belief", "guess_line", "markers"} <= ids and "reports" not in ids
@@ -175,7 +176,7 @@ def test_two_places_chart(small):
     _, inst = small
     m = build_em(inst, 5.0).matrix
     d = float(inst.distances_km_pairs(np.array([0]), np.array([1]))[0])
-    check = lesson.pair_check(m[0], m[1], d, 5.0)
+    check = lesson_numbers.pair_check(m[0], m[1], d, 5.0)
     fig = lesson_charts.two_places(check, m[0], m[1])
     assert [t.name for t in fig.data] == ["from A", "from B", "ln(A / B)"]
     lines = [s.y0 for s in fig.layout.shapes]
@@ -189,7 +190,7 @@ def test_two_places_svg_draws_the_same_bars(small):
     _, inst = small
     m = build_em(inst, 5.0).matrix
     d = float(inst.distances_km_pairs(np.array([0]), np.array([1]))[0])
-    check = lesson.pair_check(m[0], m[1], d, 5.0)
+    check = lesson_numbers.pair_check(m[0], m[1], d, 5.0)
     svg = lesson_charts.two_places_svg(check, m[0], m[1], width=360, height=300)
     ns = "{http://www.w3.org/2000/svg}"
     rects = ET.fromstring(svg).findall(f"{ns}rect")
@@ -272,7 +273,7 @@ def test_places_and_attacker_mode():
     run_ok(at)
     at.selectbox(key="lesson_a").set_value(10).run()
     inst = panda.make_instance(panda.load_city("neubrandenburg"), n_records=200, n_users=12, n_outputs=50, seed=0)
-    assert at.selectbox(key="lesson_b").value == lesson.second_place(inst, 10)  # B follows A until picked
+    assert at.selectbox(key="lesson_b").value == lesson_numbers.second_place(inst, 10)  # B follows A until picked
     at.selectbox(key="lesson_b").set_value(11).run()
     at.selectbox(key="lesson_a").set_value(12).run()
     assert not at.exception
@@ -331,7 +332,7 @@ def test_a_bad_lesson_link_is_ignored_and_said():
 
 
 def test_rate_ranges_fit_a_metric():
-    from app.analysis import fmt_pct_range
+    from app.model.panda_numbers import fmt_pct_range
 
     assert fmt_pct_range(1.0, 1.0) == "100.0 %"
     assert fmt_pct_range(0.12, 0.153) == "12–15 %"
@@ -346,9 +347,9 @@ def test_the_trade_off_curve_tab():
     spec = json.loads(charts[0].proto.spec)
     names = {t.get("name") for t in spec["data"]}
     for key in ("laplace", "em", "em-br", "lp-ca"):
-        assert lesson.MECHANISMS[key][0] in names, (key, names)
+        assert lesson_numbers.MECHANISMS[key][0] in names, (key, names)
     # PAnDA twice, labelled: its loss at its users (the paper's) and over every place (its mixture)
-    label = lesson.MECHANISMS["panda-e"][0]
+    label = lesson_numbers.MECHANISMS["panda-e"][0]
     assert {f"{label} at its users", f"{label} over every place"} <= names, names
     assert any("over every place" in c.value and "at its users" in c.value for c in at.caption)
     eps_points = {round(p[0], 6) for t in spec["data"] for p in (t.get("customdata") or []) if isinstance(p, list)}

@@ -8,7 +8,7 @@ import time
 import pytest
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: F401
 
-from app import result_store as rs
+from app.server import result_store as rs
 
 pytestmark = pytest.mark.slow
 

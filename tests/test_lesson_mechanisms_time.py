@@ -15,7 +15,7 @@ import pytest
 from apptest_support import APP, clear_caches, metric, release_resources, run_ok  # noqa: F401
 from streamlit.testing.v1 import AppTest
 
-from app import lesson
+from app.model import lesson_numbers
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def timings():
 
 
 # The optimal LP last: it leaves a background solve running (stopped with the executor at the end of the file).
-@pytest.mark.parametrize("key", [k for k in lesson.MECHANISMS if k != "lp"] + ["lp"])
+@pytest.mark.parametrize("key", [k for k in lesson_numbers.MECHANISMS if k != "lp"] + ["lp"])
 def test_every_menu_mechanism_gives_a_result_on_the_default_view(key, timings, db):
     at = _default_lesson()
     run_ok(at)
@@ -51,6 +51,6 @@ def test_every_menu_mechanism_gives_a_result_on_the_default_view(key, timings, d
     assert not any("Prepared before the lecture" in c.value for c in at.caption)  # built in this test
     assert re.search(r"\d", metric(at, "Error at A")), (key, metric(at, "Error at A"))
     if key in ("lp-em", "lp-ca"):
-        note = next((c.value for c in at.caption if c.value.startswith(lesson.MECHANISMS[key][0] + ":")), "")
+        note = next((c.value for c in at.caption if c.value.startswith(lesson_numbers.MECHANISMS[key][0] + ":")), "")
         assert "the optimum of its linear program" in note, [c.value for c in at.caption]
     assert elapsed <= LIMIT_S, f"{key}: {elapsed:.1f} s"

@@ -8,8 +8,8 @@ import pytest
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: F401
 from markdown_it import MarkdownIt
 
-from app.messages import ZERO_WIDTH_SPACE, plain
-from app.params import ECHO_MAX_CHARS, from_query
+from app.model.messages import ZERO_WIDTH_SPACE, plain
+from app.model.params import ECHO_MAX_CHARS, from_query
 
 HOSTILE = [
     "[Session expired: sign in again](https://example.invalid/login)",

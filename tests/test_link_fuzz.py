@@ -1,6 +1,6 @@
 """Every value a link carries, fuzzed: a plain message, never a traceback (issue 29, items 5 and 7).
 
-The parser (app.params.from_query and read_page_query) is fuzzed with many examples; the dashboard itself
+The parser (app.model.params.from_query and read_page_query) is fuzzed with many examples; the dashboard itself
 (AppTest, the real script with the real sidebar and pages) with a few, on the Lesson and on Explore. A value the
 parser rejects must come back as a toast that echoes it short and literally; a value it accepts must give a valid
 view; nothing may raise.
@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from streamlit.runtime.state.query_params import CLIENT_STATE_QUERY_STRING_MAX_LENGTH, sanitize_query_string
 
-from app.messages import ZERO_WIDTH_SPACE, plain
-from app.params import (
+from app.model.messages import ZERO_WIDTH_SPACE, plain
+from app.model.params import (
     ECHO_MAX_CHARS,
     PAGE_QUERY,
     RANGES,

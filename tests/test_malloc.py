@@ -1,4 +1,4 @@
-"""app.malloc: glibc's allocator settings for the web server (Linux with glibc, as in CI and Docker)."""
+"""app.server.malloc: glibc's allocator settings for the web server (Linux with glibc, as in CI and Docker)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from app import malloc
+from app.server import malloc
 
 glibc = pytest.mark.skipif(malloc._glibc() is None, reason="needs glibc")
 

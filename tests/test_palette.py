@@ -1,4 +1,4 @@
-"""The dashboard's colours stay apart under protanopia, deuteranopia and tritanopia (app/palette.py).
+"""The dashboard's colours stay apart under protanopia, deuteranopia and tritanopia (app/figures/palette.py).
 
 The CVD simulation is Machado et al. (2009) at severity 1.0 and the distance CIEDE2000; the distance
 is first checked against Sharma, Wu and Dalal (2005)'s published test pairs, and the simulation against
@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 import pytest
 
-from app import curve_charts, lesson_charts, lesson_maps, maps, palette
+from app.figures import curve_charts, lesson_charts, lesson_maps, maps, palette
 from panda.tradeoff import DEFAULT_METHODS
 
 DEFICIENCIES = ("none", "protanopia", "deuteranopia", "tritanopia")

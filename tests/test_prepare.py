@@ -15,10 +15,11 @@ import time
 import pytest
 from conftest import ROOT
 
-from app import prepare, views
-from app import result_store as rs
-from app.game import store
-from app.params import Params
+from app.model import instances
+from app.model.params import Params
+from app.server import prepare
+from app.server import result_store as rs
+from app.server.db import store
 
 LINK = "http://127.0.0.1:8501/?city=kotka&K=30&N=8&M=15&eps=3&seed=2"
 
@@ -77,13 +78,14 @@ def test_prepare_stops_and_resumes_then_the_dashboard_finds_everything(db):
     p = prepare.parse_link(LINK)
     lp = rs.get_mechanism(p.instance_key, "lp", 3.0, (("time_limit_s", 20.0),))
     assert lp is not None and lp.details["prepared"] and lp.details["gap"] <= rs.GAP_TARGET
-    inst = views.build_instance(views.network_of(p.source), *p.instance_key[1:])
+    inst = instances.build_instance(instances.network_of(p.source), *p.instance_key[1:])
     for name in prepare.LESSON_MECHANISMS:
         mech = rs.get_mechanism(p.instance_key, name, 3.0, prepare._options(name))
         assert mech is not None and mech.details["prepared"], name
         inputs = rs.mechanism_key_inputs(p.instance_key, name, 3.0, prepare._options(name))
         numbers = rs.get_value("numbers", inputs)[0]
-        assert numbers["audited"] and numbers == views.mechanism_numbers_of(inst, mech, 3.0), name  # the exact audit
+        # the exact audit
+        assert numbers["audited"] and numbers == instances.mechanism_numbers_of(inst, mech, 3.0), name
     assert rs.get_value("numbers", rs.mechanism_key_inputs(p.instance_key, "lp", 3.0, ()))[0]["passed"]
     curve, _, prepared = rs.get_value("curve", prepare._curve_inputs(p, "lp")[0])
     assert prepared and [r["epsilon_per_km"] for r in curve] == [0.5, 1.0, 2.0, 3.5, 5.0, 10.0, 20.0, 50.0]
@@ -102,7 +104,7 @@ def test_a_bad_link_is_a_message_and_exit_code_2(db):
 
 def test_the_store_key_of_a_prepared_curve_is_the_lessons(db):
     """The Lesson asks app/state.tradeoff_method with config_items(to_config(params)): the same inputs."""
-    from app.params import to_config
+    from app.model.params import to_config
     from app.state import config_items
     from panda.tradeoff import DEFAULT_EPSILONS
 

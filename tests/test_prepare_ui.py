@@ -7,8 +7,9 @@ import time
 import pytest
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: F401
 
-from app import prepare, prepare_ui
-from app import result_store as rs
+from app.server import prepare
+from app.server import result_store as rs
+from app.widgets import prepare_panel
 
 pytestmark = pytest.mark.slow
 VIEW = {"city": "kotka", "K": "30", "N": "8", "M": "15", "eps": "3", "seed": "3"}
@@ -17,11 +18,11 @@ VIEW = {"city": "kotka", "K": "30", "N": "8", "M": "15", "eps": "3", "seed": "3"
 def _wait(ident: str, timeout_s: float = 600.0) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        info = prepare_ui.status(ident)
+        info = prepare_panel.status(ident)
         if not info["running"]:
             return info
         time.sleep(1.0)
-    raise AssertionError(f"the preparation did not finish: {prepare_ui.status(ident)}")
+    raise AssertionError(f"the preparation did not finish: {prepare_panel.status(ident)}")
 
 
 def test_the_presenter_prepares_the_current_view(db):
@@ -32,12 +33,12 @@ def test_the_presenter_prepares_the_current_view(db):
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     params = at.session_state["params"]
-    link = prepare_ui.link_of(params, "lesson")
-    ident = prepare_ui._ident(link)
-    assert ident in prepare_ui._running
+    link = prepare_panel.link_of(params, "lesson")
+    ident = prepare_panel._ident(link)
+    assert ident in prepare_panel._running
     assert prepare.parse_link(link).instance_key == params.instance_key  # the command reads the page's own view
     run_ok(at)  # while it runs the sidebar shows its progress and a Stop button
-    assert any(b.label == "Stop preparing" for b in at.button) or not prepare_ui.status(ident)["running"]
+    assert any(b.label == "Stop preparing" for b in at.button) or not prepare_panel.status(ident)["running"]
     info = _wait(ident)
     assert info["final"] and info["final"].startswith("Done"), info
     lp = rs.get_mechanism(params.instance_key, "lp", 3.0, (("time_limit_s", 20.0),))
@@ -56,26 +57,26 @@ def test_the_presenter_prepares_the_current_view(db):
 
 
 def test_stop_keeps_what_is_done(db):
-    link = prepare_ui.link_of(_params(), "lesson")
-    ident = prepare_ui.start(link)
+    link = prepare_panel.link_of(_params(), "lesson")
+    ident = prepare_panel.start(link)
     deadline = time.monotonic() + 300
     # Stop it in its longest task (the optimal LP's curve): the tasks before it are done and kept.
-    while not prepare_ui.status(ident)["last"].endswith("curve of lp (city:kotka K=30 seed=4) ..."):
-        assert time.monotonic() < deadline and prepare_ui.status(ident)["running"], prepare_ui.status(ident)
+    while not prepare_panel.status(ident)["last"].endswith("curve of lp (city:kotka K=30 seed=4) ..."):
+        assert time.monotonic() < deadline and prepare_panel.status(ident)["running"], prepare_panel.status(ident)
         time.sleep(0.1)
-    fraction = prepare_ui.status(ident)["fraction"]
+    fraction = prepare_panel.status(ident)["fraction"]
     assert 0.8 < fraction < 1.0
-    prepare_ui.stop(ident)
+    prepare_panel.stop(ident)
     info = _wait(ident, 120)
     assert info["final"] and info["final"].startswith("Stopped"), info
     # Again: every task before the stop is already prepared; the LP's curve is computed now.
-    ident = prepare_ui.start(link)
+    ident = prepare_panel.start(link)
     info = _wait(ident)
-    log = (prepare_ui.PREPARE_DIR / f"{ident}.log").read_text()
+    log = (prepare_panel.PREPARE_DIR / f"{ident}.log").read_text()
     assert info["final"].startswith("Done") and log.count("already prepared") == 12, log
 
 
 def _params():
-    from app.params import from_query
+    from app.model.params import from_query
 
     return from_query({**VIEW, "seed": "4"})[0].replace(page_loss="road")

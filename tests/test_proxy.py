@@ -234,7 +234,8 @@ def _log_requests(path: Path) -> list[dict]:
 
 
 def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, browser):  # noqa: F811
-    from app.game import rounds, store
+    from app.game import rounds
+    from app.server.db import store
 
     url = proxy["url"]
     (_, s1_proc), (_, s2_proc) = class_servers[0]
@@ -383,7 +384,8 @@ def test_a_students_page_survives_the_loss_of_its_server(proxy, class_servers, b
     student in the shared class database by the token in the page's address. (Runs after the test above:
     it stops one of the module's servers.)
     """
-    from app.game import rounds, store
+    from app.game import rounds
+    from app.server.db import store
 
     url = proxy["url"]
     servers, db_url = class_servers

@@ -1,4 +1,4 @@
-"""app.repeated_charts: the error-against-k figure's data and the budget sentence's numbers."""
+"""app.figures.repeated_charts: the error-against-k figure's data and the budget sentence's numbers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.repeated_charts import budget_sentence, repeated_figure  # noqa: E402
+from app.figures.repeated_charts import budget_sentence, repeated_figure  # noqa: E402
 from panda.repeated import attacker_error_vs_k  # noqa: E402
 
 LINE_M = 1000.0 * np.abs(np.subtract.outer([0.0, 1.0, 2.0], [0.0, 1.0, 2.0]))
@@ -70,7 +70,7 @@ def test_figure_hover_says_which_points_are_exact(two_results):
 
 
 def test_figure_takes_the_mechanisms_colours(two_results):
-    from app.palette import MECHANISM_COLORS, OKABE_ITO
+    from app.figures.palette import MECHANISM_COLORS, OKABE_ITO
 
     colors = [MECHANISM_COLORS["em"], MECHANISM_COLORS["laplace"]]
     fig = repeated_figure(two_results, labels=["EM", "Laplace"], colors=colors)

@@ -1,4 +1,4 @@
-"""The result store (app/result_store.py) on SQLite and a real PostgreSQL: what is kept, under which key, how it
+"""The result store (app/server/result_store.py) on SQLite and a real PostgreSQL: what is kept, under which key, how it
 comes back, what is refused, and the least-recently-used bound."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pg_fixture import pg_url  # noqa: F401 (fixture)
 from sqlalchemy import select, update
 
 import panda
-from app import result_store as rs
-from app.game import store
-from app.game.models import StoredResult
+from app.server import result_store as rs
+from app.server.db import store
+from app.server.db.models import StoredResult
 from panda.mechanisms import BASELINES
 
 KEY = ("city:kotka", 40, 10, 20, 0, "road", 1, "uniform")
@@ -100,7 +100,7 @@ def test_it_survives_a_restart_and_is_shared_by_another_process(inst, url):
     store.dispose(url)  # the server stops
     code = (
         f"import sys, numpy as np; sys.path.insert(0, {str(ROOT)!r})\n"
-        "from app import result_store as rs\n"
+        "from app.server import result_store as rs\n"
         f"m = rs.get_mechanism({KEY!r}, 'em', 2.0, ())\n"
         "print(m.loss_m, float(np.abs(m.matrix).sum()))\n"
     )

@@ -1,5 +1,5 @@
 """Nothing heavy in the web server process (issue 29): a class round's reveal scores the guesses
-(``app.game.scoring.score_round``, about 1 s at K = 500) in a job on a Dask worker.
+(``panda.class_round.score_round``, about 1 s at K = 500) in a job on a Dask worker.
 
 The lecturer's page draws the seed in the server (``secrets.randbits(64)``); the test records the seed it drew,
 poisons ``score_round`` in this (the server's) process, reveals from the page, and checks that the stored scores
@@ -18,8 +18,10 @@ pytest.importorskip("streamlit")
 from apptest_support import SMALL, clear_caches, make_app, release_resources, run_ok  # noqa: E402, F401
 from sqlalchemy import select  # noqa: E402
 
-from app.game import models, rounds, scoring, store  # noqa: E402
-from app.params import Params  # noqa: E402
+from app.game import rounds  # noqa: E402
+from app.model.params import Params  # noqa: E402
+from app.server.db import models, store
+from panda import class_round
 
 pytestmark = pytest.mark.slow
 
@@ -53,11 +55,11 @@ def test_the_reveal_is_scored_on_a_worker_with_the_servers_seed(db, monkeypatch)
     rng = np.random.default_rng(7)
     tokens = [rounds.join(code) for _ in range(4)]
     for i, t in enumerate(tokens):
-        rounds.player_view(code, t, lambda v, r: scoring.draw_entry(matrix, inst.prior, n_reports, None, rng=rng))
+        rounds.player_view(code, t, lambda v, r: class_round.draw_entry(matrix, inst.prior, n_reports, None, rng=rng))
         if i < 3:  # one student does not guess
             rounds.guess(code, t, 20 * i + 1)
 
-    real_score, real_randbits = scoring.score_round, secrets.randbits
+    real_score, real_randbits = class_round.score_round, secrets.randbits
     drawn: list[int] = []
 
     def randbits(k: int) -> int:
@@ -69,7 +71,7 @@ def test_the_reveal_is_scored_on_a_worker_with_the_servers_seed(db, monkeypatch)
     state.panda_worker()  # the workers are processes of their own: the poison below stays in this one
     with monkeypatch.context() as poison:
         poison.setattr(secrets, "randbits", randbits)
-        poison.setattr(scoring, "score_round", _poisoned)
+        poison.setattr(class_round, "score_round", _poisoned)
         at = make_app("app_pages/host.py", code=code, key=key)
         run_ok(at)
         next(b for b in at.button if b.label == "Reveal").click()

@@ -24,7 +24,7 @@ def _poisoned(*_args, **_kwargs):
 
 def test_the_exact_audit_of_a_mechanism_runs_on_a_worker(monkeypatch):
     from app import state
-    from app.params import Params
+    from app.model.params import Params
 
     monkeypatch.setenv("PANDA_RESULT_STORE", "off")  # nothing kept from earlier tests: the job must run
     view = Params(n_records=int(SMALL["K"]), n_users=int(SMALL["N"]), n_outputs=int(SMALL["M"]), seed=11).instance_key
@@ -42,7 +42,7 @@ def test_the_exact_audit_of_a_mechanism_runs_on_a_worker(monkeypatch):
 def test_a_failed_job_is_called_too_heavy_only_when_its_limits_stopped_it():
     """A killed worker, a stopped cluster or a full queue is not the setting's fault: the page says to try
     again; the time limit or the memory limit says the setting is too heavy."""
-    from app.common import HEAVY_HINT, RETRY_HINT, job_failure
+    from app.widgets.current_view import HEAVY_HINT, RETRY_HINT, job_failure
     from panda.execution import CRASH_MESSAGE, MEMORY_MESSAGE, JobBusy, JobClusterLost, JobError, JobTimeout
 
     heavy = "This setting is too heavy for the dashboard."
@@ -58,7 +58,7 @@ def test_the_lessons_mechanism_and_its_numbers_come_from_one_job(monkeypatch):
     """``baseline(..., _numbers=True)`` measures the mechanism in the job that builds it: the numbers need no
     second job (a second trip through a busy class's queue), and equal those of a job of their own."""
     from app import state
-    from app.params import Params
+    from app.model.params import Params
 
     monkeypatch.setenv("PANDA_RESULT_STORE", "off")
     view = Params(n_records=int(SMALL["K"]), n_users=int(SMALL["N"]), n_outputs=int(SMALL["M"]), seed=12).instance_key

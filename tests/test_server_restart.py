@@ -32,9 +32,9 @@ from test_browser import (  # noqa: F401 (fixtures and helpers of the browser te
     streamlit_cmd,
 )
 
-from app import prepare
-from app import result_store as rs
-from app.game import store
+from app.server import prepare
+from app.server import result_store as rs
+from app.server.db import store
 
 pytestmark = pytest.mark.browser
 
@@ -117,10 +117,10 @@ def test_a_restarted_server_brings_the_lesson_back_with_its_prepared_results(tmp
     monkeypatch.setenv(store.ENV_URL, db)
     params = prepare.parse_link(f"http://127.0.0.1/?{QUERY}")
     (task,) = [t for t in prepare.tasks_for(params) if t.kind == "mechanism" and t.name == "lp"]
-    from app import views
+    from app.model import instances
 
-    net = views.network_of(params.source)
-    outcome = prepare.run_task(task, params, lambda key: views.build_instance(net, *key[1:]))
+    net = instances.network_of(params.source)
+    outcome = prepare.run_task(task, params, lambda key: instances.build_instance(net, *key[1:]))
     assert not outcome.startswith("not kept"), outcome
     assert rs.get_mechanism(task.instance_key, "lp", task.epsilon_per_km, prepare._options("lp")) is not None
     store.dispose(db)

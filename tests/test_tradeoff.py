@@ -1,4 +1,4 @@
-"""The privacy-utility curve (panda.tradeoff), its figure (app.curve_charts) and its dashboard job, on Kotka."""
+"""The privacy-utility curve (panda.tradeoff), its figure (app.figures.curve_charts) and its dashboard job, on Kotka."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_panda_on_the_lessons_instance_far_apart_and_both_drawn():
     """The Lesson's default view (Neubrandenburg, 500 places, 20 users, artifact preset): its users'
     loss is the PAnDA page's number, the mixture over every place is several times larger, and the
     figure draws both, labelled, with these values (issue 26, item 8)."""
-    from app.curve_charts import tradeoff_figure, tradeoff_notes
+    from app.figures.curve_charts import tradeoff_figure, tradeoff_notes
 
     inst = panda.make_instance(panda.load_city("neubrandenburg"), n_records=500, n_users=20, n_outputs=100, seed=0)
     cfg = panda.preset("artifact")
@@ -142,7 +142,7 @@ def test_panda_on_the_lessons_instance_far_apart_and_both_drawn():
         "PAnDA-e over every place": [r["loss_m"] for r in rows],
     }
     (note,) = [n for n in tradeoff_notes(rows, labels={"panda-e": "PAnDA-e"}) if "over every place" in n]
-    from app.analysis import fmt_m
+    from app.model.panda_numbers import fmt_m
 
     for key, scope in (("users_loss_m", "at its users ("), ("loss_m", "over every place (")):
         at = note.index(scope) + len(scope)
@@ -165,7 +165,7 @@ def test_an_impossible_time_limit_is_a_row(tiny):
 
 def test_an_unfinished_lp_row_brackets_the_optimum():
     """An LP cut short with a matrix: its audited loss and its proven bound are both in the row and the figure."""
-    from app.curve_charts import tradeoff_figure
+    from app.figures.curve_charts import tradeoff_figure
 
     # K = 300 at 1/km: gap 11.7 % at 1.5 s on 2 cores (K = 150 at 5/km, used before, now solves in
     # 1.5 s on a fast machine: the solver got faster, so the instance must be harder)
@@ -245,7 +245,7 @@ def _lines(fig, metric):
 
 def test_figure(curve):
     pytest.importorskip("plotly")
-    from app.curve_charts import tradeoff_figure, tradeoff_notes
+    from app.figures.curve_charts import tradeoff_figure, tradeoff_notes
 
     rows = [dict(r) for r in curve[0]]
     # make the picture show every case: a failed audit, an unsolved LP with and without a bound
@@ -312,7 +312,7 @@ def test_figure(curve):
 def test_close_bound_labels_are_pushed_apart():
     """The curve's grid has 3.5 and 5/km 0.15 decades apart: their labels overlapped at 1280 px."""
     pytest.importorskip("plotly")
-    from app.curve_charts import _bound_label_positions
+    from app.figures.curve_charts import _bound_label_positions
 
     xs = [0.5, 1.0, 2.0, 3.5, 5.0, 10.0, 20.0, 50.0]
     ys = [1263.0, 952.0, 570.0, 377.0, 256.0, 109.0, None, None]

@@ -21,9 +21,11 @@ import pytest
 from apptest_support import SMALL, clear_caches, make_app, metric, release_resources, run_ok  # noqa: F401
 
 import panda
-from app import charts, game_maps, lesson, repeated_charts, style, tables
-from app.game import rounds, scoring
-from app.params import Params, to_config
+from app.figures import charts, game_maps, repeated_charts, style, tables
+from app.game import rounds
+from app.model import lesson_numbers
+from app.model.params import Params, to_config
+from panda import class_round
 from panda.anchors import far_value, resolve_gamma_km, selection_probabilities
 
 
@@ -93,12 +95,12 @@ def test_the_lecturers_table_shows_open_and_dashes(db):
     rng = np.random.default_rng(0)
     for i in range(2):
         t = rounds.join(code)
-        rounds.player_view(code, t, lambda v, r: scoring.draw_entry(matrix, inst.prior, 1, None, rng=rng))
+        rounds.player_view(code, t, lambda v, r: class_round.draw_entry(matrix, inst.prior, 1, None, rng=rng))
         rounds.guess(code, t, 10 * i)
 
     def score(rnd, entries):
         d_m = inst.d_km * 1000.0
-        return scoring.score_round(inst.prior, matrix, d_m, entries, 1, rng=np.random.default_rng(1))
+        return class_round.score_round(inst.prior, matrix, d_m, entries, 1, rng=np.random.default_rng(1))
 
     rounds.reveal(code, key, score)
     rounds.next_round(code, key, rounds.RoundSpec("laplace", 2.0))  # round 2: open, no guesses yet
@@ -124,7 +126,7 @@ def test_the_lecturers_table_shows_open_and_dashes(db):
     ("rate", "text"), [(0.2137, "✗ 21 %"), (1.0, "✗ 100 %"), (0.004, "✗ 0.4 %"), (0.0002, "✗ <0.1 %")]
 )
 def test_the_geoind_verdict_is_short(rate, text):
-    assert lesson.geoind_verdict(rate) == text and len(text) <= 8
+    assert lesson_numbers.geoind_verdict(rate) == text and len(text) <= 8
 
 
 def _reports():
@@ -181,19 +183,19 @@ def test_close_markers_nest_with_the_smaller_on_top():
 def test_the_decays_agreement_is_computed():
     inst = panda.make_instance(panda.load_city("neubrandenburg"), n_records=500, n_users=20, n_outputs=100, seed=0)
     configs = [to_config(Params(decay=d)) for d in ("exponential", "logistic")]
-    agreement = lesson.decay_agreement(*configs, inst)
+    agreement = lesson_numbers.decay_agreement(*configs, inst)
     gamma = resolve_gamma_km(configs[0], inst)
     assert agreement is not None and agreement.gamma_km == pytest.approx(gamma)
     d = np.linspace(0, gamma, 10_001)[:-1]
     we, wl = (selection_probabilities(d, c, gamma_km=gamma) for c in configs)
     assert agreement.max_rel_near == pytest.approx(np.max(np.abs(we - wl) / np.maximum(we, wl)), rel=1e-3)
     assert agreement.far == (far_value(configs[0], gamma), far_value(configs[1], gamma))
-    sentence = lesson.same_decay_sentence(agreement, inst.n_records)
+    sentence = lesson_numbers.same_decay_sentence(agreement, inst.n_records)
     assert sentence.startswith("**PAnDA-e and PAnDA-l agree here.**")
     assert "K = 500" in sentence and "121 m" in sentence and "0.029 %" in sentence and "9.5·10⁻⁵" in sentence
     # The paper's forms differ by about 5 % below gamma: no sentence.
     paper = [to_config(Params(decay=d, preset="paper")) for d in ("exponential", "logistic")]
-    assert lesson.same_decay_sentence(lesson.decay_agreement(*paper, inst), inst.n_records) == ""
+    assert lesson_numbers.same_decay_sentence(lesson_numbers.decay_agreement(*paper, inst), inst.n_records) == ""
 
 
 @pytest.mark.slow

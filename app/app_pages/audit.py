@@ -4,7 +4,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import analysis, charts, common, state
+from app import state
+from app.figures import charts
+from app.model import panda_numbers
+from app.widgets import current_view
 
 #: Record pairs sampled by the exact PmDP audit (besides every user pair).
 N_RECORD_PAIRS = 1000
@@ -17,8 +20,8 @@ st.caption(
     "log-ratio of at most ε·d. PAnDA spends ε̄·d of it on uploading the anchor sets (Phase I), so the released "
     "rows may differ by at most (ε − ε̄)·d. This page checks that, pair by pair."
 )
-params = common.current_params()
-view = common.load_view(params)
+params = current_view.current_params()
+view = current_view.load_view(params)
 if view is None:
     st.stop()
 r, inst = view.result, view.instance
@@ -36,7 +39,7 @@ except ImportError as exc:
     st.info("The exact PmDP audit is not available in this installation.")
     st.caption(f"Details: {exc}")
 else:
-    with common.guarded("The PmDP audit"):
+    with current_view.guarded("The PmDP audit"):
         if r.z is None:
             st.info("No perturbation matrix (the LP did not finish): nothing to audit.")
         else:
@@ -46,7 +49,7 @@ else:
             c = st.columns(4)
             c[0].metric(
                 "User pairs over δ",
-                analysis.fmt_pct_range(pm.user_rate_over_delta, pm.user_rate_over_delta_upper),
+                panda_numbers.fmt_pct_range(pm.user_rate_over_delta, pm.user_rate_over_delta_upper),
                 help=f"Share of user pairs whose exact violation probability exceeds δ = {delta:g} (lower end: "
                 "unaudited draws counted as fine; upper end: counted as violating). A correct run has 0 %.",
             )
@@ -58,7 +61,7 @@ else:
             )
             c[2].metric(
                 "Record pairs over δ",
-                analysis.fmt_pct(pm.record_rate_over_delta),
+                panda_numbers.fmt_pct(pm.record_rate_over_delta),
                 help=f"Share of {pm.record_pairs.shape[0]:,} pairs of secret records, drawn uniformly (not only the "
                 "users'), whose exact violation probability exceeds δ.",
             )
@@ -67,14 +70,14 @@ else:
                 f"{pm.phase1_over_budget_user_pairs:,}",
                 help="User pairs whose Phase-I cost alone exceeds ε (ε̄ > ε): no Phase II can make them compliant.",
             )
-            with common.guarded("The PmDP histogram"):
+            with current_view.guarded("The PmDP histogram"):
                 st.plotly_chart(
                     charts.violation_probability_histogram(pm.user_p_violation, pm.record_p_violation, delta),
                     key="chart_pmdp",
                 )
 
 st.subheader("User pairs: the realised check")
-pairs = analysis.user_pairs(r, inst)
+pairs = panda_numbers.user_pairs(r, inst)
 if pairs.size == 0:
     st.info("Fewer than two users have a surrogate (or the LP has no solution): there is no user pair to check.")
 else:
@@ -83,14 +86,14 @@ else:
     c = st.columns(4)
     c[0].metric("User pairs checked", f"{pairs.size:,}", help="Pairs of users who both have a surrogate.")
     c[1].metric("Violating ε-mDP", f"{int(pairs.violated.sum()):,}", help="Actual log-ratio above the allowance.")
-    c[2].metric("Violation rate", analysis.fmt_pct(pairs.violated.mean()))
+    c[2].metric("Violation rate", panda_numbers.fmt_pct(pairs.violated.mean()))
     c[3].metric(
         "Largest excess",
         f"{finite.max():.2f} nats" if finite.size else "—",
         help="Actual minus allowed max ln-ratio; e^excess is how many times likelier an output can be than allowed.",
     )
     left, right = st.columns([2, 3], gap="medium")
-    with left, common.guarded("The histogram"):
+    with left, current_view.guarded("The histogram"):
         st.plotly_chart(charts.excess_histogram(excess, pairs.violated), key="chart_excess")
     with right:
         order = np.argsort(-np.where(np.isfinite(excess), excess, np.inf))

@@ -2,10 +2,11 @@
 
 import streamlit as st
 
-from app import analysis, charts, common, lesson, sidebar, state, tables
-from app.common import job_failure
-from app.messages import plain_error
-from app.params import (
+from app import state
+from app.figures import charts, tables
+from app.model import lesson_numbers, panda_numbers
+from app.model.messages import plain_error
+from app.model.params import (
     BASELINE_IDS,
     COMPARE_TIME_LIMITS,
     DEFAULT_BASELINES,
@@ -13,6 +14,8 @@ from app.params import (
     DEFAULT_GRID,
     GRID_OPTIONS,
 )
+from app.widgets import current_view, sidebar
+from app.widgets.current_view import job_failure
 from panda.execution import JobError
 
 _DESCRIPTIONS = {
@@ -31,7 +34,7 @@ METHODS = {name: (key, _DESCRIPTIONS[name]) for name, key in BASELINE_IDS.items(
 #: the same on both pages.
 RENAMED = ("EM+BR", "LP+CA")
 #: Dashboard name (the link's and the session's) -> the name shown on this page.
-LABELS = {name: lesson.MECHANISMS[key][0] if name in RENAMED else name for name, key in BASELINE_IDS.items()}
+LABELS = {name: lesson_numbers.MECHANISMS[key][0] if name in RENAMED else name for name, key in BASELINE_IDS.items()}
 
 
 def _paper_name(name: str) -> str:
@@ -47,7 +50,7 @@ st.title("Compare")
 st.caption(
     "PAnDA and the baselines on the same records, outputs, users and ε. Every number is measured at the users' "
     "true records (uniform over the users), so the methods are compared on the same footing. "
-    f"Loss: **{common.current_params().loss_label}** (in metres; *Loss* in the sidebar). "
+    f"Loss: **{current_view.current_params().loss_label}** (in metres; *Loss* in the sidebar). "
     "The names are the Lesson's: " + ", ".join(f"{LABELS[n]} is the paper's {n}" for n in RENAMED) + "."
 )
 try:
@@ -60,15 +63,15 @@ except ImportError as exc:
     st.caption(f"Details: {exc}")
     st.stop()
 
-params = common.current_params()
-view = common.load_view(params)
+params = current_view.current_params()
+view = current_view.load_view(params)
 if view is None:
     st.stop()
 r, inst = view.result, view.instance
 eps = params.epsilon_per_km
 
 available = [m for m in METHODS if METHODS[m][0] in BASELINES]
-# The page's own state (also in the link: app.params.PAGE_QUERY), validated before the widgets.
+# The page's own state (also in the link: app.model.params.PAGE_QUERY), validated before the widgets.
 ss = st.session_state
 if not isinstance(ss.get("cmp_methods"), list):
     ss.cmp_methods = [m for m in DEFAULT_METHODS if m in available]
@@ -132,7 +135,7 @@ def _numbers(row: dict, method: str, options: tuple, **panda_run) -> None:
 
 rows = []
 # PAnDA: its released rows at the users with a surrogate; violations counted with Phase I's cost.
-ok = analysis.surrogate_rows(r) >= 0
+ok = panda_numbers.surrogate_rows(r) >= 0
 panda_row = {
     "method": f"PAnDA-{params.decay[0]}",
     "status": r.lp_status,
@@ -184,7 +187,7 @@ with st.status("Building the baselines ...", expanded=False) as status:
             status.update(label=f"Measuring {LABELS[name]} at the users' records ...")
             _numbers(row, key, tuple(sorted(options.items())))
         rows.append(row)
-        done.append(f"{LABELS[name]} {analysis.fmt_s(mech.build_time_s)}")
+        done.append(f"{LABELS[name]} {panda_numbers.fmt_s(mech.build_time_s)}")
     status.update(
         label="Baselines ready" + (f": {', '.join(done)}" if done else " (none chosen)"),
         state="complete",
@@ -199,7 +202,7 @@ with st.expander("What the columns mean"):
 notes = tables.compare_notes(table)
 if notes:
     st.caption("  \n".join(notes))
-with common.guarded("The comparison chart"):
+with current_view.guarded("The comparison chart"):
     st.plotly_chart(charts.compare_bars(rows), key="chart_compare")
 if r.empty_anchor_users.size:
     st.caption(

@@ -3,9 +3,12 @@
 import numpy as np
 import streamlit as st
 
-from app import analysis, charts, common, export, maps, sidebar, state
-from app.params import CHART_TABS as CHART_TAB_IDS
-from app.params import DECAY_LABELS, DEFAULT_LAYER_IDS, LAYER_IDS
+from app import state
+from app.figures import charts, maps
+from app.model import export_files, panda_numbers
+from app.model.params import CHART_TABS as CHART_TAB_IDS
+from app.model.params import DECAY_LABELS, DEFAULT_LAYER_IDS, LAYER_IDS
+from app.widgets import current_view, sidebar
 
 DELTA_SWEEP = (1e-9, 1e-7, 1e-5, 1e-3, 1e-2, 0.1, 0.3)
 #: The delta sweep reruns PAnDA len(DELTA_SWEEP) times: only when one run takes at most this long (s).
@@ -23,8 +26,8 @@ st.markdown(
     "settings (*paper* preset) every user ends up with the same output distribution: no utility. Everything "
     "on this page is measured on the view in the sidebar, never assumed."
 )
-params = common.current_params()
-view = common.load_view(params)
+params = current_view.current_params()
+view = current_view.load_view(params)
 if view is None:
     st.stop()
 r, inst, net = view.result, view.instance, view.net
@@ -35,19 +38,19 @@ st.caption(
     f"γ = {r.gamma_km * 1000:,.0f} m · loss: {params.loss_label}"
 )
 # The lower bound starts now in a worker thread; the page renders meanwhile.
-bound_job = common.start_lower_bound(view)
-note_slot = common.show_messages(view)
-metric_slots = common.show_metrics(view)
+bound_job = current_view.start_lower_bound(view)
+note_slot = current_view.show_messages(view)
+metric_slots = current_view.show_metrics(view)
 
-# The page's own state (also in the link: app.params.PAGE_QUERY), validated against this run. Every
+# The page's own state (also in the link: app.model.params.PAGE_QUERY), validated against this run. Every
 # option label below is fixed (never computed from the run): the browser sends a selectbox's value
 # back as its label, and a label that changed with the run would come back as a stale string.
 ss = st.session_state
 n_users = int(r.user_records.size)
-if common.valid_user(ss.get("sel_user"), n_users) is None:  # first visit, fewer users now, or a bad value
+if current_view.valid_user(ss.get("sel_user"), n_users) is None:  # first visit, fewer users now, or a bad value
     ss.sel_user = int(np.argmax([a.size for a in r.anchor_sets])) if n_users else 0  # the most anchors
 else:
-    ss.sel_user = common.valid_user(ss.sel_user, n_users)
+    ss.sel_user = current_view.valid_user(ss.sel_user, n_users)
 if not isinstance(ss.get("layers"), list) or not set(ss.layers) <= set(LAYER_IDS):
     ss.layers = list(DEFAULT_LAYER_IDS)
 if ss.get("chart_tab") not in CHART_TABS:
@@ -75,7 +78,7 @@ with left:
         format_func=lambda n: f"User {n}",
         help="The user whose anchors and output distribution the map shows.",
     )
-    sel = common.valid_user(sel, n_users) or 0
+    sel = current_view.valid_user(sel, n_users) or 0
     n_anchor = int(r.anchor_sets[sel].size) if n_users else 0
     about.caption(
         f"User {sel}: {n_anchor} anchor{'s' if n_anchor != 1 else ''}"
@@ -84,8 +87,8 @@ with left:
         if n_users
         else "No users."
     )
-    with common.guarded("The map"):
-        pairs = analysis.user_pairs(r, inst) if "violations" in (layers or []) else None
+    with current_view.guarded("The map"):
+        pairs = panda_numbers.user_pairs(r, inst) if "violations" in (layers or []) else None
         segments, n_segments = maps.road_segments(net)
         deck = maps.build_deck(
             net, inst, r, layers=tuple(layers or ()), selected_user=int(sel), pairs=pairs, segments=segments
@@ -111,12 +114,12 @@ with right:
     utility_slot = tab_of["Utility vs bound"].empty()
     time_slot = tab_of["Time per phase"].empty()
     if tab_of["Budget split"].open is not False:
-        with tab_of["Budget split"], common.guarded("The budget split"):
-            shares = analysis.budget_shares(r)
+        with tab_of["Budget split"], current_view.guarded("The budget split"):
+            shares = panda_numbers.budget_shares(r)
             st.plotly_chart(charts.budget_split(shares, height=CHART_HEIGHT), key="chart_budget")
             st.caption(charts.budget_note(shares))
     if tab_of["Violations vs δ"].open:
-        with tab_of["Violations vs δ"], common.guarded("The δ sweep"):
+        with tab_of["Violations vs δ"], current_view.guarded("The δ sweep"):
             deltas = tuple(sorted(set(DELTA_SWEEP) | {params.delta}))
             run_s = r.timings_s.get("total", 0.0)
             if run_s > MAX_SWEEP_RUN_S:
@@ -132,18 +135,18 @@ with right:
                 st.caption("Each point is a full PAnDA run at that δ (same anchors); the grey line is the promise.")
 
 bound = None
-with common.guarded("The lower bound"):
+with current_view.guarded("The lower bound"):
     if tab_of["Utility vs bound"].open:
         with utility_slot.container(), st.spinner("Solving the Relaxed AnPO lower bound ..."):
-            bound = common.finish_lower_bound(bound_job)
+            bound = current_view.finish_lower_bound(bound_job)
     else:
-        bound = common.finish_lower_bound(bound_job)
-    common.fill_bound_metrics(metric_slots, view, bound)
-    common.show_lower_bound_note(note_slot, bound)
+        bound = current_view.finish_lower_bound(bound_job)
+    current_view.fill_bound_metrics(metric_slots, view, bound)
+    current_view.show_lower_bound_note(note_slot, bound)
     if tab_of["Utility vs bound"].open:
         utility_slot.plotly_chart(charts.utility(r, bound, height=CHART_HEIGHT), key="chart_utility")
 if tab_of["Time per phase"].open:
-    with common.guarded("The timing chart"):
+    with current_view.guarded("The timing chart"):
         extra = {"relaxed_lp": bound["time_s"]} if bound and bound.get("time_s") else None
         time_slot.plotly_chart(charts.timings(r.timings_s, extra, height=CHART_HEIGHT), key="chart_time")
 
@@ -151,7 +154,7 @@ st.subheader("Export")
 e1, e2, e3 = st.columns(3)
 e1.download_button(
     "Configuration (JSON)",
-    export.config_json(params, view.config),
+    export_files.config_json(params, view.config),
     file_name="panda_config.json",
     mime="application/json",
     on_click="ignore",
@@ -160,7 +163,7 @@ e1.download_button(
 )
 e2.download_button(
     "Result summary (JSON)",
-    export.summary_json(r, bound),
+    export_files.summary_json(r, bound),
     file_name="panda_summary.json",
     mime="application/json",
     on_click="ignore",
@@ -170,7 +173,7 @@ e2.download_button(
 )
 e3.download_button(
     "Perturbation matrix (CSV)",
-    lambda: export.matrix_csv(r, inst),
+    lambda: export_files.matrix_csv(r, inst),
     file_name="panda_matrix.csv",
     mime="text/csv",
     on_click="ignore",

@@ -16,12 +16,14 @@ import numpy as np
 import segno
 import streamlit as st
 
-from app import charts, game_maps, lesson, maps, state, style, tables
-from app.analysis import fmt_m
-from app.common import job_failure
+from app import state
+from app.figures import charts, game_maps, maps, style, tables
+from app.figures.palette import MECHANISM_COLORS
 from app.game import rounds
-from app.messages import plain_error
-from app.palette import MECHANISM_COLORS
+from app.model import lesson_numbers
+from app.model.messages import plain_error
+from app.model.panda_numbers import fmt_m
+from app.widgets.current_view import job_failure
 from panda.execution import JobError
 
 #: How often the lecturer's screen picks up new guesses, seconds.
@@ -59,7 +61,7 @@ except Exception as exc:  # noqa: BLE001
     st.error(f"The round's places could not be prepared: {exc}")
     st.stop()
 cur = hv.current
-label = lesson.MECHANISMS.get(cur["mechanism"], (cur["mechanism"],))[0]
+label = lesson_numbers.MECHANISMS.get(cur["mechanism"], (cur["mechanism"],))[0]
 k = int(cur["n_reports"])
 
 
@@ -159,7 +161,7 @@ def _live_counts() -> None:
 
 
 def _score(rnd, entries: list[dict]) -> tuple[list[dict], dict]:  # noqa: ANN001 (a Round)
-    """``app.game.scoring.score_round`` on a worker (state.score_round), with a seed drawn here for this reveal."""
+    """``panda.class_round.score_round`` on a worker (state.score_round), with a seed drawn here for this reveal."""
     matrix = _matrix({"mechanism": rnd.mechanism, "epsilon_per_km": rnd.epsilon_per_km, "options": rnd.options})
     return state.score_round(inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, secrets.randbits(64))
 
@@ -236,7 +238,7 @@ with right:
 done = [r for r in hv.rounds if r.get("n_guesses") is not None]
 if done:
     st.markdown("##### Rounds so far")
-    labels = {m: v[0] for m, v in lesson.MECHANISMS.items()}
+    labels = {m: v[0] for m, v in lesson_numbers.MECHANISMS.items()}
     t1, t2 = st.columns([3, 2])
     t1.dataframe(
         tables.rounds_styler(hv.rounds, labels),

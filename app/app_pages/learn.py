@@ -2,7 +2,7 @@
 
 The main text (assets/learn_*.md and the captions here) is plain words with units; equation
 numbers, preset internals and script names live only in the "For researchers" expander. Every
-section is wrapped in ``common.guarded``: a failing figure is a message, never a traceback.
+section is wrapped in ``current_view.guarded``: a failing figure is a message, never a traceback.
 """
 
 from pathlib import Path
@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from app import charts, common, learn_charts, state
-from app.params import to_config
+from app import state
+from app.figures import charts, learn_charts
+from app.model.params import to_config
+from app.widgets import current_view
 from panda.anchors import resolve_gamma_km
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -44,10 +46,10 @@ st.caption(
     "Geo-indistinguishability and PAnDA in five short sections. The figures follow the sidebar: "
     "change ε, the decay, α, λ or γ there and watch them move."
 )
-params = common.current_params()
+params = current_view.current_params()
 eps = params.epsilon_per_km
 
-with common.guarded("Section 1 (the promise)"):
+with current_view.guarded("Section 1 (the promise)"):
     text("learn_1_promise.md")
     st.markdown(f"**With the sidebar's ε = {eps:g} per km:** {learn_charts.allowance_sentence(eps)}.")
     st.plotly_chart(charts.mdp_allowance(eps), key="chart_allowance")
@@ -56,7 +58,7 @@ with common.guarded("Section 1 (the promise)"):
         "than from another at that distance (the vertical axis grows tenfold per step). Steeper = weaker promise."
     )
 
-with common.guarded("Section 2 (mechanisms and the trade-off)"):
+with current_view.guarded("Section 2 (mechanisms and the trade-off)"):
     text("learn_2_mechanisms.md")
     st.plotly_chart(learn_charts.tradeoff_figure(eps), key="chart_tradeoff")
     s = learn_charts.street()
@@ -71,7 +73,7 @@ with common.guarded("Section 2 (mechanisms and the trade-off)"):
         f"{learn_charts.laplace_mean_m(eps):,.0f} m on average."
     )
 
-with common.guarded("Section 3 (the attacker)"):
+with current_view.guarded("Section 3 (the attacker)"):
     text("learn_3_attacker.md")
     st.plotly_chart(learn_charts.posterior_figure(eps), key="chart_posterior")
     b = learn_charts.street_belief(eps)
@@ -89,7 +91,7 @@ with common.guarded("Section 3 (the attacker)"):
         f"{b['guess_error_m']:,.0f} m off on average."
     )
 
-with common.guarded("Section 4 (PAnDA)"):
+with current_view.guarded("Section 4 (PAnDA)"):
     text("learn_4_panda.md")
     config = to_config(params)
     inst, gamma_km = view_instance(params)
@@ -126,7 +128,7 @@ with common.guarded("Section 4 (PAnDA)"):
         "**Audit** page."
     )
 
-with common.guarded("Section 5 (reading the dashboard)"):
+with current_view.guarded("Section 5 (reading the dashboard)"):
     text("learn_5_reading.md")
 
 with st.expander("For researchers: equations, presets, scripts and sources"):

@@ -14,22 +14,14 @@ import numpy as np
 import streamlit as st
 
 import panda
-from app import (
-    common,
-    curve_charts,
-    export,
-    export_ui,
-    lesson,
-    lesson_charts,
-    lesson_maps,
-    maps,
-    repeated_charts,
-    result_store,
-    state,
-)
-from app.analysis import fmt_m, fmt_pct, surrogate_rows
-from app.palette import MECHANISM_COLORS
-from app.params import LESSON_TABS, PRIOR_OPTIONS, RANGES, to_config
+from app import state
+from app.figures import curve_charts, lesson_charts, lesson_maps, maps, repeated_charts
+from app.figures.palette import MECHANISM_COLORS
+from app.model import export_files, lesson_numbers
+from app.model.panda_numbers import fmt_m, fmt_pct, surrogate_rows
+from app.model.params import LESSON_TABS, PRIOR_OPTIONS, RANGES, to_config
+from app.server import result_store
+from app.widgets import current_view, export_menu
 from panda.execution import JobError
 from panda.repeated import posterior_after
 
@@ -55,7 +47,7 @@ REPEATED_MECHANISMS = ("laplace", "em", "em-br")
 exports: dict = {}
 
 ss = st.session_state
-params = common.current_params()
+params = current_view.current_params()
 presenting = bool(ss.get("present"))
 
 # ---------------------------------------------------------------------------------------------
@@ -79,11 +71,11 @@ def _valid_place(key: str, default: int) -> None:
         ss[key] = int(default)
 
 
-_valid_place("lesson_a", lesson.default_place(inst))
-_valid_place("lesson_b", lesson.second_place(inst, int(ss.lesson_a)))
+_valid_place("lesson_a", lesson_numbers.default_place(inst))
+_valid_place("lesson_b", lesson_numbers.second_place(inst, int(ss.lesson_a)))
 if ss.lesson_b == ss.lesson_a:
-    ss.lesson_b = lesson.second_place(inst, int(ss.lesson_a))
-if ss.get("lesson_mech") not in lesson.MECHANISMS:
+    ss.lesson_b = lesson_numbers.second_place(inst, int(ss.lesson_a))
+if ss.get("lesson_mech") not in lesson_numbers.MECHANISMS:
     ss.lesson_mech = "laplace"
 if ss.get("lesson_mode") not in lesson_maps.MODES:
     ss.lesson_mode = "reports"
@@ -101,7 +93,7 @@ def _eps_changed() -> None:
 def _a_changed() -> None:
     """B follows A (a place about 300 m away) until someone picks B."""
     if not ss.get("lesson_b_picked"):
-        ss.lesson_b = lesson.second_place(inst, int(ss.lesson_a))
+        ss.lesson_b = lesson_numbers.second_place(inst, int(ss.lesson_a))
 
 
 def _b_changed() -> None:
@@ -126,7 +118,8 @@ def _map_clicked() -> None:
 # ---------------------------------------------------------------------------------------------
 # Header and controls (right column); the map fills the left column, above the fold at 1280x720.
 place_name = panda.CITIES[net.name][1].split(":")[0] if net.name in panda.CITIES else net.name
-with st.container(key="lesson_title"):  # the page's h1, at an h4's size (app/style.py): headings then go in order
+# The page's h1, at an h4's size (app/figures/style.py): headings then go in order.
+with st.container(key="lesson_title"):
     st.markdown(f"# Geo-indistinguishability on the roads of {place_name}")
 if not presenting:
     st.caption(
@@ -139,11 +132,11 @@ with right:
     c1, c2 = st.columns([1, 1], vertical_alignment="bottom")
     mech_key = c1.selectbox(
         "Mechanism",
-        list(lesson.MECHANISMS),
+        list(lesson_numbers.MECHANISMS),
         key="lesson_mech",
         persist_state="session",
-        format_func=lambda k: lesson.MECHANISMS[k][0],
-        help="\n".join(f"- **{label}**: {text}" for label, text in lesson.MECHANISMS.values()),
+        format_func=lambda k: lesson_numbers.MECHANISMS[k][0],
+        help="\n".join(f"- **{label}**: {text}" for label, text in lesson_numbers.MECHANISMS.values()),
     )
     eps = c2.slider(
         "ε (1/km)",
@@ -177,9 +170,9 @@ with right:
     a, b = int(ss.lesson_a), int(ss.lesson_b)
     d_ab_km = float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0])
     st.caption(
-        f"**ε = {eps:g}/km means:** a report may be at most {lesson.times(eps * 0.2)} likelier from one place than "
-        f"from another 200 m away ({lesson.times(eps)} at 1 km). A and B are {fmt_m(1000 * d_ab_km)} apart: "
-        f"{lesson.times(eps * d_ab_km)} allowed."
+        f"**ε = {eps:g}/km means:** a report may be at most {lesson_numbers.times(eps * 0.2)} likelier from one place than "
+        f"from another 200 m away ({lesson_numbers.times(eps)} at 1 km). A and B are {fmt_m(1000 * d_ab_km)} apart: "
+        f"{lesson_numbers.times(eps * d_ab_km)} allowed."
     )
 
 
@@ -271,7 +264,7 @@ def _baseline_rows(key: str) -> _Rows:
     options: tuple = _options(key)
     if key == "lp":
         ss.lesson_lp_settled = True  # nothing is on its way unless _start_lp_job says otherwise
-    label = lesson.MECHANISMS[key][0]
+    label = lesson_numbers.MECHANISMS[key][0]
     wait = f" (at most {LP_TIME_LIMIT_S:.0f} s: its time limit, then an exact audit)" if key.startswith("lp") else ""
     if key in LP_ROWS_KEYS:
         wait = (
@@ -370,10 +363,10 @@ def _baseline_rows(key: str) -> _Rows:
 
 def _panda_rows(key: str) -> _Rows:
     out = _Rows()
-    config = to_config(params.replace(decay=lesson.PANDA_KEYS[key]))
+    config = to_config(params.replace(decay=lesson_numbers.PANDA_KEYS[key]))
     items = state.config_items(config)
     try:
-        with st.spinner(f"Running {lesson.MECHANISMS[key][0]} at ε = {eps:g}/km ..."):
+        with st.spinner(f"Running {lesson_numbers.MECHANISMS[key][0]} at ε = {eps:g}/km ..."):
             res = state.panda_result(params.instance_key, items, params.seed)
     except Exception as exc:  # noqa: BLE001
         out.problem = f"**PAnDA could not run on this view.** {exc}"
@@ -409,7 +402,7 @@ def _panda_rows(key: str) -> _Rows:
 
 
 with right:
-    rows = _panda_rows(mech_key) if mech_key in lesson.PANDA_KEYS else _baseline_rows(mech_key)
+    rows = _panda_rows(mech_key) if mech_key in lesson_numbers.PANDA_KEYS else _baseline_rows(mech_key)
     if rows.problem:
         st.warning(rows.problem)
     if rows.note:
@@ -444,7 +437,7 @@ def _curve(mech_key: str, eps: float) -> None:
         "curve shows the lower bound it proved (no mechanism can do better).",
     )
     methods = tuple(DEFAULT_METHODS) + (("lp",) if with_lp else ())
-    if mech_key in lesson.PANDA_KEYS and mech_key not in methods:
+    if mech_key in lesson_numbers.PANDA_KEYS and mech_key not in methods:
         methods += (mech_key,)
     panda_items = state.config_items(to_config(params))
     bar = st.empty()
@@ -457,7 +450,7 @@ def _curve(mech_key: str, eps: float) -> None:
 
     rows = job.result(on_progress)
     bar.empty()
-    labels = {k: v[0] for k, v in lesson.MECHANISMS.items()}
+    labels = {k: v[0] for k, v in lesson_numbers.MECHANISMS.items()}
     fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=640, labels=labels)
     # A narrow column: the legend goes under the panels, the panels get the width. y = -0.1 touched the
     # axis title "ε (1/km)" on a 390-px phone (the tick labels and title take about 55 px of the 640).
@@ -490,14 +483,14 @@ def _repeated(mech_key: str, eps: float) -> None:
     )
     st.markdown(repeated_charts.budget_sentence(k, eps))
     names = [key for key in REPEATED_MECHANISMS]
-    if mech_key in lesson.BASELINE_KEYS and mech_key not in names:
+    if mech_key in lesson_numbers.BASELINE_KEYS and mech_key not in names:
         names.append(mech_key)
     with st.spinner("The attacker's error after 1 to 20 reports ..."):
         results = state.repeated_reports(params.instance_key, tuple((n, _options(n)) for n in names), eps, params.seed)
     if not results:
         st.info("No mechanism has a full matrix on this view yet: try another ε or fewer places K.")
         return
-    labels = [lesson.MECHANISMS[name][0] for name, _ in results]
+    labels = [lesson_numbers.MECHANISMS[name][0] for name, _ in results]
     colors = [MECHANISM_COLORS[name] for name, _ in results]  # the curve's colours, told apart by colour-blind eyes
     fig = repeated_charts.repeated_figure([r for _, r in results], labels=labels, height=380, colors=colors)
     fig.add_vline(x=k, line_dash="dot", line_color="grey")
@@ -505,8 +498,8 @@ def _repeated(mech_key: str, eps: float) -> None:
     st.plotly_chart(fig, key="lesson_repeated")
     shown = dict(results).get(mech_key)
     if shown is not None:
-        st.markdown(repeated_charts.error_sentence(lesson.MECHANISMS[mech_key][0], shown, k, eps))
-    elif mech_key in lesson.PANDA_KEYS:
+        st.markdown(repeated_charts.error_sentence(lesson_numbers.MECHANISMS[mech_key][0], shown, k, eps))
+    elif mech_key in lesson_numbers.PANDA_KEYS:
         st.caption("PAnDA has report distributions only for its users, not for every place: it is not on this chart.")
     n_seq = max((r.n_sequences for _, r in results), default=0)
     st.caption(
@@ -520,7 +513,7 @@ def _repeated(mech_key: str, eps: float) -> None:
 
 def _background(mech_key: str, eps: float) -> None:
     """The same mechanism at the same ε against an attacker with and without background knowledge."""
-    if mech_key in lesson.PANDA_KEYS:
+    if mech_key in lesson_numbers.PANDA_KEYS:
         st.info(
             "PAnDA has report distributions only for its users, not a mechanism for every place: pick another "
             "mechanism to compare the attacker with and without background knowledge."
@@ -563,11 +556,11 @@ def _background(mech_key: str, eps: float) -> None:
 # ---------------------------------------------------------------------------------------------
 # Three key numbers
 m1, m2, m3 = right.columns(3)
-err_a = lesson.expected_error_m(rows.row_a, inst.cost_m[pa]) if rows.row_a is not None else float("nan")
+err_a = lesson_numbers.expected_error_m(rows.row_a, inst.cost_m[pa]) if rows.row_a is not None else float("nan")
 m1.metric(
     "Error at A",
     fmt_m(err_a),
-    help=lesson.loss_help(params.resolved_loss, params.n_tasks),
+    help=lesson_numbers.loss_help(params.resolved_loss, params.n_tasks),
 )
 adv = rows.numbers.get("adversary_error_m", float("nan"))
 m2.metric(
@@ -589,7 +582,7 @@ elif num.get("passed"):
     verdict, verdict_help = "✓ holds", "Checked exactly for every pair of places and every report."
 else:
     rate = float(num.get("violation_rate", float("nan")))
-    verdict = lesson.geoind_verdict(rate)  # "✗ 21 %": a third of the column at 1280x720 holds no more
+    verdict = lesson_numbers.geoind_verdict(rate)  # "✗ 21 %": a third of the column at 1280x720 holds no more
     verdict_help = f"{verdict}: fails for {fmt_pct(rate)} of the " + (
         "user pairs: their reports (with the anchor upload counted) are more distinguishable than ε allows."
         if num.get("panda")
@@ -626,7 +619,7 @@ if presenting:
             )
             k_now = int(ss.get("lesson_k") or 1)
             st.caption(
-                f"{lesson.MECHANISMS[mech_key][0]} at ε = {eps:g}/km, {k_now} report{'s' if k_now > 1 else ''} per "
+                f"{lesson_numbers.MECHANISMS[mech_key][0]} at ε = {eps:g}/km, {k_now} report{'s' if k_now > 1 else ''} per "
                 "student (*k reports* sets k)."
             )
             st.button(
@@ -684,7 +677,7 @@ with left:
         p = np.asarray(rows.row_a, dtype=float)
         seen = np.random.default_rng([params.seed, pa, 20]).choice(p.size, size=n_reports, p=p / p.sum()).tolist()
         belief = posterior_after(inst.prior, rows.matrix, seen)
-        guess = lesson.bayes_guess(belief, inst.d_km * 1000.0)
+        guess = lesson_numbers.bayes_guess(belief, inst.d_km * 1000.0)
     elif mode == "attacker" and rows.matrix is not None and rows.row_a is not None:
         likely = np.argsort(-np.asarray(rows.row_a))[:12].tolist()
         choices = list(dict.fromkeys([*reversed(samples), *likely]))  # sampled reports first, newest first
@@ -699,10 +692,10 @@ with left:
                 help="Sampled reports first (newest first), then A's likeliest reports.",
             )
         )
-        belief = lesson.posterior(inst.prior, rows.matrix, report)
-        guess = lesson.bayes_guess(belief, inst.d_km * 1000.0)
+        belief = lesson_numbers.posterior(inst.prior, rows.matrix, report)
+        guess = lesson_numbers.bayes_guess(belief, inst.d_km * 1000.0)
     map_inputs: dict | None = None
-    with common.guarded("The map"):
+    with current_view.guarded("The map"):
         segments, _ = maps.road_segments(net)
         density = None
         if mech_key == "laplace" and mode == "reports" and rows.row_a is not None:
@@ -759,10 +752,10 @@ with left:
             f"white: sampled reports.{extra}  \n"
             f"Map data {net.attribution}"
         )
-    if mech_key in lesson.PANDA_KEYS:  # PAnDA-e and PAnDA-l look the same on the default view: say why
-        with common.guarded("The decays' comparison"):
+    if mech_key in lesson_numbers.PANDA_KEYS:  # PAnDA-e and PAnDA-l look the same on the default view: say why
+        with current_view.guarded("The decays' comparison"):
             configs = [to_config(params.replace(decay=d)) for d in ("exponential", "logistic")]
-            same = lesson.same_decay_sentence(lesson.decay_agreement(*configs, inst), K)
+            same = lesson_numbers.same_decay_sentence(lesson_numbers.decay_agreement(*configs, inst), K)
             if same:
                 st.caption(same)
     # The Download menu's place, filled at the end of the run (it offers the charts the tabs draw). A fixed
@@ -774,10 +767,10 @@ with right:
     tabs = st.tabs(list(LESSON_TABS.values()), key="lesson_tab", on_change="rerun")
     with tabs[0]:
         if tabs[0].open is not False and rows.row_a is not None and rows.row_b is not None:
-            with common.guarded("The two-places comparison"):
+            with current_view.guarded("The two-places comparison"):
                 d_km = float(inst.distances_km_pairs(np.array([pa]), np.array([pb]))[0])
-                check = lesson.pair_check(rows.row_a, rows.row_b, d_km, eps, phase1=rows.phase1)
-                st.markdown(lesson.ratio_sentence(check, verdict=not rows.estimated))
+                check = lesson_numbers.pair_check(rows.row_a, rows.row_b, d_km, eps, phase1=rows.phase1)
+                st.markdown(lesson_numbers.ratio_sentence(check, verdict=not rows.estimated))
                 if rows.estimated:
                     st.caption(
                         "These rows are estimated by sampling, so small probabilities are noisy: no verdict is drawn."
@@ -800,31 +793,31 @@ with right:
                 )
     with tabs[1]:
         if tabs[1].open:
-            with common.guarded("The repeated reports"):
+            with current_view.guarded("The repeated reports"):
                 _repeated(mech_key, eps)
     with tabs[2]:
         if tabs[2].open:
-            with common.guarded("The background-knowledge view"):
+            with current_view.guarded("The background-knowledge view"):
                 _background(mech_key, eps)
     with tabs[3]:
         if tabs[3].open:
-            with common.guarded("The trade-off curve"):
+            with current_view.guarded("The trade-off curve"):
                 _curve(mech_key, eps)
     with tabs[4]:
         if tabs[4].open:
-            label, text = lesson.MECHANISMS[mech_key]
+            label, text = lesson_numbers.MECHANISMS[mech_key]
             st.markdown(f"**{label}**: {text}")
             st.page_link("app_pages/learn.py", label="Learn: the ideas in plain words", icon=":material/school:")
 
 # ---------------------------------------------------------------------------------------------
 # Take it away: the charts drawn in this run, the map, the mechanism's matrix (made only on a click)
-with download_slot, common.guarded("The downloads"):
-    export_ui.export_menu(
+with download_slot, current_view.guarded("The downloads"):
+    export_menu.export_menu(
         instance=inst,
         figures=exports,
         map_inputs=map_inputs,
         matrix=rows.matrix,
-        meta=export.lesson_meta(params, inst, mech_key, eps),
+        meta=export_files.lesson_meta(params, inst, mech_key, eps),
         key_prefix="lesson_export",
     )
 

@@ -12,9 +12,12 @@ import secrets
 import numpy as np
 import streamlit as st
 
-from app import game_maps, lesson, maps, state
-from app.analysis import fmt_m
-from app.game import rounds, scoring
+from app import state
+from app.figures import game_maps, maps
+from app.game import rounds
+from app.model import lesson_numbers
+from app.model.panda_numbers import fmt_m
+from panda import class_round
 
 #: How often an open page asks whether the lecturer has revealed or started a new round, seconds.
 POLL_S = 3.0
@@ -64,7 +67,7 @@ def _draw(view: list, rnd) -> tuple[int, list[int]]:  # noqa: ANN001 (a Round)
     if mech.matrix is None:
         raise rounds.GameError("This round's mechanism has no report for you yet: ask the lecturer to start again.")
     rng = np.random.default_rng(secrets.randbits(128))
-    return scoring.draw_entry(mech.matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
+    return class_round.draw_entry(mech.matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
 
 
 try:
@@ -81,7 +84,7 @@ except Exception as exc:  # noqa: BLE001 (never a traceback on a phone)
 
 inst = state.instance(*pv.view)
 net = state.network(pv.view[0])
-label = lesson.MECHANISMS.get(pv.mechanism, (pv.mechanism,))[0]
+label = lesson_numbers.MECHANISMS.get(pv.mechanism, (pv.mechanism,))[0]
 k = pv.n_reports
 st.markdown(f"### Round {pv.round_number}: where was {'this report' if k == 1 else 'this place'} made?")
 st.caption(

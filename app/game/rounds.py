@@ -35,8 +35,8 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.game import store
-from app.game.models import SECRET_MODES, Entry, Game, Player, Round
+from app.server.db import store
+from app.server.db.models import SECRET_MODES, Entry, Game, Player, Round
 
 __all__ = [
     "GameError",
@@ -269,7 +269,7 @@ def reveal(
 
     ``score(round, entries)`` gets the round's spec (``mechanism``, ``epsilon_per_km``, ``options``,
     ``n_reports``) and the entries as dicts (``secret``, ``reports``, ``guess``), and returns the per-entry
-    scores and the summary (:func:`app.game.scoring.score_round`). It may take a while (a worker job), so it
+    scores and the summary (:func:`panda.class_round.score_round`). It may take a while (a worker job), so it
     runs between two short transactions, never inside one: the class's guesses, joins and results are not
     held up. Meanwhile the round is ``scoring`` (a guess is refused); if ``score`` fails the round is open
     again and the error propagates.

@@ -59,7 +59,7 @@ The package, one job per module:
 :mod:`~panda.experiments.figures`
     Plotly figures (:func:`write_figures`).
 
-Everything public is importable from ``panda.experiments`` itself, as before the split.
+Everything public is importable from ``panda.experiments`` itself.
 """
 
 from panda.experiments.figures import write_figures

@@ -148,9 +148,9 @@ def use_cores(n: int) -> None:
     """Let the methods of this process use ``n`` cores: threads of :func:`panda.threads.thread_map` and the
     compiled PDHG steps (:data:`panda._pdhg_blocks.thread_policy`).
 
-    The local executor runs one process per core, so each gets one: with both PDHG's threads in each of two
-    processes on 2 cores, the reproduction's Rome K = 2,000 took 149-206 s, and 26-33 s with one core each
-    (4 threads on 2 cores wait for each other at every step's barrier; docs/benchmarks.md, "Rome at scale").
+    The local executor runs one process per core, so each gets one: with every core's PDHG threads in each
+    process, the processes' threads outnumber the cores and wait for each other at every step's barrier,
+    which makes each solve several times slower (docs/benchmarks.md, "Rome at scale").
     """
     global _CORE_SHARE
     from panda import _pdhg_blocks, threads

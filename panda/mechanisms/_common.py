@@ -81,7 +81,7 @@ def highs_run(h: highspy.Highs, time_limit_s: float) -> tuple[str, bool]:
 
     HiGHS's ``time_limit`` counts the object's whole run time, over every earlier ``run()`` (a
     Benders master re-solved with new cuts): the limit is set to that time plus ``time_limit_s``.
-    (Setting ``time_limit_s`` alone made LP+BD stop at 152 s of a 300 s budget.)
+    (Setting ``time_limit_s`` alone would stop a re-solved model, e.g. LP+BD's master, well within its budget.)
     """
     h.setOptionValue("time_limit", float(h.getRunTime() + max(time_limit_s, 1e-3)))
     h.run()
@@ -144,7 +144,7 @@ def solve_two_term_lp(
     its optimum violates by more than :data:`panda.lp.ROW_GENERATION_TOL`, for each value of ``group`` its
     ``per_entry`` most violated ones (by the log-ratio ``ln(v1 x[c1]) - ln(-v2 x[c2])``; 0: all), and
     the dual simplex goes on from the last basis (HiGHS's devex pricing: its default, dual steepest edge,
-    recomputed its weights for the whole basis after each addition, about 1.5 s a round at K = 500). When
+    recomputes its weights for the whole basis after each addition, a large cost in every round). When
     no row is violated the last optimum satisfies every pool row: each round is a relaxation of the whole
     LP, so it is the whole LP's optimum. A warm round that breaks down numerically is solved afresh. A pool
     row added ``drop_after`` rounds ago or more that is slack with a zero dual is deleted (0: never), once: if

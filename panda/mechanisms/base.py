@@ -6,21 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from panda.checks import check_epsilon
 from panda.instance import Instance
 
 __all__ = ["MechanismResult", "check_epsilon", "expected_loss_m"]
-
-
-def check_epsilon(epsilon_per_km: float, where: str) -> float:
-    """Validate a privacy budget in 1/km."""
-    if isinstance(epsilon_per_km, bool) or not isinstance(epsilon_per_km, (int, float, np.floating, np.integer)):
-        msg = f"The 'epsilon_per_km' parameter of {where} must be a float > 0. Got {epsilon_per_km!r} instead."
-        raise TypeError(msg)
-    eps = float(epsilon_per_km)
-    if not (np.isfinite(eps) and eps > 0):
-        msg = f"The 'epsilon_per_km' parameter of {where} must be a float > 0. Got {epsilon_per_km!r} instead."
-        raise ValueError(msg)
-    return eps
 
 
 def expected_loss_m(instance: Instance, matrix: np.ndarray, weights: np.ndarray | None = None) -> float:

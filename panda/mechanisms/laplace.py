@@ -35,9 +35,9 @@ without the calibration it moves up to 3e-4 of a row's mass at 50/km). Probabili
 :data:`FLOOR` = 1e-300 (``eps r`` beyond ~690; ``exp`` underflows at ~745) are raised to it: the
 maximum of a column with a constant keeps every mDP inequality, and the mass is negligible.
 
-Speed (one core, Neubrandenburg, M = 100, medians of 3, eps 0.5, 5, 50 /km): K = 200 in
-0.06-0.10 s, K = 500 in 0.27-0.28 s (the sampled estimate with 20,000 points: 1.1-1.3 s and
-2.8-4.2 s); ``bench/bench_laplace.py``.
+Speed: one quadrature per Voronoi edge and record, no sampling, so the exact matrix is also cheaper
+than a sampled estimate with enough points to be useful (``bench/bench_laplace.py`` times both;
+docs/benchmarks.md, "Planar Laplace").
 
 Sampled estimate (``method="sampled"``): ``n_samples`` noisy points per record snapped to the same
 outputs, for teaching what sampling error looks like. It carries sampling error (and zeros where
@@ -69,7 +69,7 @@ LAPLACE_METHODS = ("exact", "sampled")
 
 #: Gauss-Legendre nodes per edge integral (each of its two parts). Measured total-variation error
 #: per row against a 64-node reference on Neubrandenburg (K = 500, M = 100): 16 nodes 1.6e-9,
-#: 20 nodes 4.4e-11, 24 nodes 2.7e-13, 32 nodes 1.9e-15 (rounding); 32 costs ~25 % more than 24.
+#: 20 nodes 4.4e-11, 24 nodes 2.7e-13, 32 nodes 1.9e-15 (rounding): 32 is the fewest at rounding level.
 N_NODES = 32
 
 #: Each edge integral stops where ``exp(-eps r)`` has fallen by ``exp(-T_CUT)`` from the edge's

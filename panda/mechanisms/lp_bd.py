@@ -2,9 +2,9 @@
 
 What the published code (functions/myBDToolbox of the authors' CCS-2025-PAnDA repository) solves is
 NOT the optimal eps-mDP LP of Bordenabe et al. It constrains only ordered record pairs closer than
-``pair_radius_km`` (0.8 km): a relaxation, whose optimum lies below the exact LP's (Rome, K = 500:
-161.2 m against 169.1 m) and whose solution breaks eps-mDP between farther records (2.9 % of ordered
-pairs there). This module reproduces that method, with a correct lower bound, and says so:
+``pair_radius_km`` (0.8 km): a relaxation, whose optimum lies below the exact LP's and whose solution
+breaks eps-mDP between farther records (``bench/bench_lp_bd.py`` measures both; docs/benchmarks.md,
+"LP+BD"). This module reproduces that method, with a correct lower bound, and says so:
 
 * **Clusters.** k-means (50 clusters, seeded k-means++ start) on the records' planar coordinates.
 * **Boundary records** have a constrained (< 0.8 km) pair crossing clusters; the others are the

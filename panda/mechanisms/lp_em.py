@@ -47,9 +47,9 @@ Row generation (the default, :func:`solve_two_term_lp`): of the ~140,000 pair ro
 rows of the Lesson's default view (K = 500, M = 100, r = 38) about 2,000 bind at the optimum. The LP
 starts with the row sums and one pair row per candidate entry, adds each round the rows its optimum
 violates (each entry's two worst), drops rows slack for two rounds, and goes on from the last basis with
-the dual simplex (devex pricing), until nothing is violated: the same optimum with 5,000-8,000 rows in
-15-20 rounds, about 3 s of CPU instead of 40-60 s there (``python bench/bench_lesson_mechanisms.py
---before be8f409``).
+the dual simplex (devex pricing), until nothing is violated: the same optimum from a small share of the
+rows, so in a fraction of the single LP's time (``bench/bench_lesson_mechanisms.py`` measures it;
+docs/benchmarks.md, "The Lesson's menu on its default view").
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def build_lp_em(
     cand = np.argsort(d_out, axis=0, kind="stable")[:r].T  # (M, r)
     # A candidate whose EM entry is below the floor stays in the tail: its LP variable is fixed at 0
     # and not used. (Floored at _FLOOR it would have to exceed EM's own value, and where its box
-    # against the tail lies below the floor the LP was infeasible: eps >= 20/km on Neubrandenburg.)
+    # against the tail lies below the floor the LP would be infeasible, as it is at large eps.)
     valid = em[cand, np.arange(m)[:, None]] >= _FLOOR  # (M, r); an output's own record is always valid
     is_cand = np.zeros((k, m), dtype=bool)
     is_cand[cand[valid], np.nonzero(valid)[0]] = True
@@ -241,7 +241,7 @@ def build_lp_em(
         solver=solver,
         per_entry=per_entry,
         run=highs_run,  # looked up here, so a test can put a flaky run in this module
-        # One monolithic LP (row_generation=False): HiGHS's own choice of pricing, as before.
+        # One monolithic LP (row_generation=False): HiGHS's own choice of pricing.
         options={"small_matrix_value": _TINY, **({} if row_generation else {"simplex_dual_edge_weight_strategy": -1})},
     )
     details: dict = {

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from panda.audit import audit_mechanism, audit_numbers
 from panda.instance import Instance
 from panda.lp import SOLVERS, solve_mdp_lp
 from panda.mechanisms._common import check_positive, finish, output_distances_km, repair_mdp, unsolved_status
@@ -105,9 +106,8 @@ def greedy_spanner(
     asked for, so a new edge ``(u, v)`` updates only the block of records whose spanner path to
     ``u`` or ``v`` is already shorter than ``t R - d(u, v)``: entries shorter than ``t R`` stay
     exact (by induction over the edges), and early on, when most records are not yet connected, the
-    blocks are small (the same edges as a full update; Neubrandenburg K = 500 at 5/km: 0.14 s
-    against 0.78 s, K = 1000: 1.6 against 11.3 s, docs/benchmarks.md). Without a cap, every finite
-    entry is updated.
+    blocks are small: the same edges as a full update for a fraction of its work, the more so the
+    larger K. Without a cap, every finite entry is updated.
 
     Returns
     -------
@@ -229,19 +229,16 @@ LP_METHODS = ("certified", "exact")
 LP_STARTS = ("auto", "outputs", "spanner")
 
 #: ``start="auto"`` picks the spanner and PDHG when records have at least this many others within
-#: the floor radius ln(1/eta)/eps on average. Measured side by side with PDHG's compiled steps
-#: (docs/benchmarks.md, twelfth pass; seeds 0-2, median time to a gap of 0.5 %, PDHG against dual
-#: simplex): Rome K = 1000 (35 neighbours) 11.3 against 21.4 s; Neubrandenburg K = 500 at 20/km (30)
-#: 5.2 against 8.7 s (PDHG as fast or faster on every seed); Rome K = 500 (19) 2.8 against 1.7 s
-#: (dual simplex wins every seed). Denser instances favoured PDHG by far already in the eleventh
-#: pass (Rome K = 2000, 70: 63.9 against 265.5 s; K = 500 at 10/km, 84: gap 0.50 against 25.2 % at
-#: 30 s). So PDHG from 25 on, between the two measured sides. (It was 40 with numpy's steps, 150
-#: before slack rows left PDHG's LP.)
+#: the floor radius ln(1/eta)/eps on average. Dense instances have many pair rows: warm dual simplex
+#: slows down as its LP grows, while a PDHG step's cost grows only in proportion to the rows, so PDHG
+#: reaches the gap sooner there; on sparse instances the LP stays small and dual simplex wins. The
+#: threshold lies between the densest instance where dual simplex was faster and the sparsest where
+#: PDHG was (``bench/bench_optimal.py --methods spanner outputs`` times both starts;
+#: docs/benchmarks.md, "Optimal LP: dual simplex or PDHG").
 AUTO_PDHG_NEIGHBOURS = 25
 
-#: (There is no cap on the records: the earlier one, 2,000, came from Rome K = 5000, where PDHG had
-#: reached a gap of 67.8 % in 30 min against 16.8 % for dual simplex; PDHG now solves that instance
-#: to the 0.5 % gap, docs/benchmarks.md.)
+#: (There is no cap on the records: PDHG reaches the gap on the largest instances too,
+#: docs/benchmarks.md, "Rome at scale".)
 
 #: ``start="auto"`` picks PDHG only for a gap target at least this large: PDHG iterates in single
 #: precision and stops at a gap; a tighter target (``gap=0``: until no row is violated) needs dual
@@ -324,11 +321,11 @@ def build_lp(
         pair rows of a greedy 1.25-spanner at every output, for left ends within 0.72 of the floor
         radius of it, solved by restarted PDHG (:mod:`panda.pdhg`) from the exponential mechanism,
         warm from round to round, violated rows added (and slack rows dropped) after every round of
-        2 K steps, at least 1,024 (more once few rows come in). Every PDHG dual point is a proven
-        bound and every certified primal point is repaired exactly, so it certifies dense
-        instances far sooner (its steps compiled on every core, :mod:`panda._pdhg_blocks`:
-        Neubrandenburg K = 500 solved to 0.5 % in a median 12.2 s over seeds 0-5, against a gap of
-        39 % at 30 s by dual simplex; Rome K = 2000: 35 s against 266 s; docs/benchmarks.md).
+        :func:`~panda.optimal.pdhg_round_steps` steps (more once few rows come in). Every PDHG dual
+        point is a proven bound and every certified primal point is repaired exactly, so it certifies
+        dense instances far sooner than dual simplex, whose LP grows with their many pair rows (its
+        steps compiled on every core, :mod:`panda._pdhg_blocks`; ``bench/bench_optimal.py``
+        measures both; docs/benchmarks.md).
     warm
         Certified method: a solve of the same instance at another eps to start from
         (:mod:`panda.optimal.warm`; :func:`build_lp_warm` returns it beside the mechanism), or
@@ -489,7 +486,7 @@ def _build_certified(
     outputs = instance.outputs
 
     def solve(time_limit: float, **options: Any) -> OptimalResult:
-        if warm is not None:  # (a cold solve is called exactly as before)
+        if warm is not None:  # (a cold solve gets no warm argument at all)
             options["warm"] = warm
         return solve_optimal(cost, instance.d_km, eps, eta=eta, gap=gap, time_limit_s=time_limit, **options)
 
@@ -498,7 +495,7 @@ def _build_certified(
         start_matrix = em_matrix(output_distances_km(instance), eps)
         seed_rows = spanner_seed_rows(instance, eps, eta)
         res = solve(
-            # The spanner counts against the budget (K = 1000: about 10 s).
+            # The spanner counts against the budget (it takes a noticeable share on large K).
             max(time_limit_s - (time.perf_counter() - t0), 0.0),
             method="pdhg",
             seed_rows=seed_rows,
@@ -565,8 +562,6 @@ def _build_certified(
     if warm is not None:  # the start's facts (small); the state itself is returned, never kept in details
         details["warm"] = dict(res.info.get("warm") or {})
     if res.matrix is not None:
-        from panda.audit import audit_mechanism, audit_numbers  # here: panda.audit imports panda.mechanisms
-
         # The certificate's upper half, checked independently: every pair, exactly.
         audit = audit_mechanism(res.matrix, instance.d_km, eps)
         details.update(audit_passed=audit.passed, audit_epsilon_min_per_km=audit.epsilon_min_per_km)

@@ -89,29 +89,29 @@ METHODS = ("simplex", "ipm", "pdhg")
 #: ``method="pdhg"``: a pair row is added when its left end exceeds the right end's allowance by
 #: more than this share (the PDHG point is approximate: smaller violations are its noise), and the
 #: least number of PDHG steps between two separations (a round has ``2 K`` steps by default, at
-#: least these: :func:`pdhg_round_steps`; measured, docs/benchmarks.md). Rounds end by steps, not
-#: seconds, so a run's rounds do not depend on the machine's speed of the moment.
+#: least these and at most :data:`PDHG_ROUND_STEPS_MAX`: :func:`pdhg_round_steps`). Rounds end by
+#: steps, not seconds, so a run's rounds do not depend on the machine's speed of the moment.
 PDHG_SEPARATION_REL = 1e-2
 PDHG_ROUND_STEPS = 1024
 #: ``method="pdhg"``: the most steps of a round by default (:func:`pdhg_round_steps`; ``None``: no cap,
-#: ``2 K`` at every K, the rule before it). Side by side, 5/km, seeds 0-2, time to the 0.5 % gap
-#: (docs/benchmarks.md, "Rome at scale"): Rome K = 5000 median 54.8 s with 1,280-step rounds, 78.1 s with
-#: 2,560, 177.4 s with 10,048 (2 K); Rome K = 2000 16.2 s against 24.6 s (4,032); Neubrandenburg K = 1000
-#: 28.7 s against 35.3 s (2,048), every seed faster.
+#: ``2 K`` at every K). Capped because on large instances most of a long round's steps settle an LP whose
+#: rows the next separation changes anyway: shorter, more frequent rounds reach the gap sooner, with the
+#: same certificates (``bench/bench_optimal.py --round-steps-max N`` measures this; docs/benchmarks.md,
+#: "Rome at scale").
 PDHG_ROUND_STEPS_MAX: int | None = 1280
 
 #: ``method="pdhg"``: the scheme of :func:`panda.pdhg.pdhg` for the rounds. Restarted reflected
-#: Halpern PDHG against PDLP's adaptive step, side by side at 30 s (K = 500, 5/km, seeds 0-5): median
-#: gap 1.36 against 1.76 %; 1/km: 2.19 against 3.06 %; K = 1000 at 120 s: 0.84 against 1.98 %
-#: (docs/benchmarks.md, ninth pass).
+#: Halpern PDHG rather than PDLP's adaptive step: in the warm-started rounds it ends with smaller gaps
+#: in the same time, at every size and budget compared (``bench/bench_pdhg_schemes.py``;
+#: docs/benchmarks.md).
 PDHG_SCHEME = "halpern"
 
 #: ``method="pdhg"``: after a round, a pair row with multiplier 0 whose left end lies below its
 #: allowance by more than this share (relative, at PDHG's point) leaves the LP, once: it comes back
-#: when found violated, and then stays. ``None``: rows never leave. About 70 % of the rows have
-#: multiplier 0 at the end of a run, and a step's time grows with the rows; side by side at K = 500,
-#: 5/km, 30 s (seeds 0-5) the median gap was 0.33 against 1.31 % without dropping; 0.1 and 0.3 churned
-#: (the same rows out and in again), 0.7 kept too many (docs/benchmarks.md, tenth pass).
+#: when found violated, and then stays. ``None``: rows never leave. Most rows end a run with
+#: multiplier 0, and a step's time grows with the rows, so dropping slack rows makes every step
+#: cheaper. A smaller threshold churns (the same rows out and in again), a larger one keeps too many
+#: (``bench/bench_optimal_variants.py constant PDHG_DROP_SLACK ...`` compares values).
 PDHG_DROP_SLACK: float | None = 0.5
 
 #: ``method="pdhg"``: between rounds, the certificate (best pair multipliers and an exact repair)
@@ -120,26 +120,25 @@ CERTIFICATE_SHARE = 0.25
 
 #: ``method="pdhg"``: the last round's certificate may run this share of the time limit past the deadline;
 #: then the outputs whose pair multipliers (:func:`best_pair_multipliers`) are not solved yet keep PDHG's own
-#: (a weaker bound, as valid). The Lesson's first solve (1.5 s) at 1/km, side by side with no grace: 2.2-2.3 s
-#: and a gap of 16.7 % (about 77 of 100 outputs solved) against 3.1-3.3 s and 10.4 %; with 1.0: 2.5 s, 14.8 %
-#: (docs/benchmarks.md, "Optimal LP in the dashboard's worker").
+#: (a weaker bound, as valid). Without a grace a short run (the Lesson's first solve) ends with many outputs
+#: on PDHG's weaker multipliers and a much larger gap; a little extra time buys most of the bound, a longer
+#: grace only delays the answer (``bench/bench_worker_lp.py`` measures the dashboard's solve).
 CERTIFICATE_GRACE = 0.5
 
 #: ``method="pdhg"``: what the certificate after a round is expected to cost before one was measured
-#: (then the measured cost replaces it): seconds per pair row for the multipliers (4.9 us at K = 500,
-#: 1/km, 237 k rows: 1.16 s), and per entry of the matrix for the exact repair. The round before the
-#: deadline is the last (certified) when this does not fit after it; PDHG's own run is cut only by the
-#: repair's share until the multipliers were measured (cut by both, the one round at 1/km had 64 steps
-#: and a gap of 84.5 % instead of 1,024 and 16.7 %).
+#: (then the measured cost replaces it): seconds per pair row for the multipliers, and per entry of the
+#: matrix for the exact repair. The round before the deadline is the last (certified) when this does not
+#: fit after it; PDHG's own run is cut only by the repair's share until the multipliers were measured
+#: (a prior guess for both would cut a short run's only round to a few steps and leave its gap large).
 TAIL_PER_ROW_S, TAIL_PER_ENTRY_S = 5e-6, 1e-6
 
 #: ``method="pdhg"``: the bound of PDHG's dual point is computed every this many steps.
 _BOUND_EVERY_STEPS = 512
 
 #: ``method="pdhg"``: a round adding fewer rows than this share of the LP's pair rows doubles the
-#: next rounds' steps, up to this many times ``round_steps``. With the compiled steps (2.2x faster)
-#: shorter rounds pay: K = 500, 30 s, seeds 0-5, 5/km: every seed solved with 2 (median 12.2 s),
-#: 3 of 6 with 8; 1/km: median gap 0.22 % with 2, 0.40 % with 4 (docs/benchmarks.md, twelfth pass).
+#: next rounds' steps, up to this many times ``round_steps``. The growth is kept small because with the
+#: compiled steps shorter rounds pay: separating often beats letting an LP settle
+#: (``bench/bench_optimal_variants.py constant _MAX_GROWTH ...`` compares values; docs/benchmarks.md).
 _GROW_BELOW, _MAX_GROWTH = 0.05, 2
 
 #: ``method="pdhg"``: no round starts when less than this share of the last round's time is left
@@ -148,8 +147,8 @@ _LAST_ROUND_MIN = 0.25
 
 #: :func:`exact_repair` with a cost: a row's excess is drained from its costliest movable entries
 #: first (a deficit filled on its cheapest), not pro rata. Any split within the entries' room keeps
-#: every pair row (the room is computed before any move), so this only lowers the cost: K = 500,
-#: 5/km, 30 s, seeds 0-2: loss 268.56 / 264.45 / 290.03 m against 269.07 / 264.63 / 290.60 m.
+#: every pair row (the room is computed before any move), so this only lowers the cost of the repaired
+#: matrix (``bench/bench_optimal_variants.py constant REPAIR_BY_COST ...`` compares both).
 REPAIR_BY_COST = True
 
 #: ``solve_optimal(warm=...)``: the earlier run's multipliers are scaled by ``eps_from / eps``

@@ -103,5 +103,5 @@ def best_pair_multipliers(
         lam[idx] = np.clip(-np.asarray(h.getSolution().row_dual, dtype=float), 0.0, None)
         return True
 
-    solved = _pkg.thread_map(solve, range(m))  # HiGHS leaves the GIL: 1.6-1.9x faster on 2 cores
+    solved = _pkg.thread_map(solve, range(m))  # HiGHS leaves the GIL: the outputs' LPs use every core
     return lam, int(sum(solved))

@@ -228,7 +228,7 @@ def _prepared(d: np.ndarray, epsilon_per_km: float, eta: float, m: int) -> tuple
     # Each record's records within the floor radius (and a little more): the repair and the separation
     # look at those pairs only, with the same results (a far pair cannot bind; see _Near's users).
     # On a city where most pairs are near (mean above K / 2) the gathers cost more than they save
-    # (bench/bench_repair.py: 1.9x faster at 221 of 500, 0.6x at 419 of 500), so all pairs are used.
+    # (bench/bench_repair.py times both ways), so all pairs are used.
     threshold = np.log(2.0 / eta)
     dense_city = (exponent < threshold).sum() - k > 0.5 * k * k
     near = None if dense_city or not np.array_equal(exponent, exponent.T) else _Near.build(exponent, threshold, m)

@@ -64,8 +64,8 @@ def _new_rows(
 
     :func:`separate_right` on ``z``; rows whose relative violation is not above ``min_score`` and
     rows whose key ``(s K + x) M + y`` is in ``keys`` are left out. (A right entry whose worst row is
-    already in the LP gets none that round; adding its worst row outside the LP instead was measured
-    and lost at 1/km: docs/benchmarks.md, tenth and eleventh passes.)
+    already in the LP gets none that round: the LP already holds the row that binds it, and adding its
+    worst row outside the LP as well grows the LP more than it helps; docs/benchmarks.md.)
     """
     k, m = z.shape
     ns, nx, ny, score = _pkg.separate_right(z, a_full, near=near)

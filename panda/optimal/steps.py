@@ -22,12 +22,10 @@ Certify = Callable[[np.ndarray, np.ndarray], None]
 def pdhg_round_steps(k: int) -> int:
     """Return the default steps of a PDHG round for ``k`` records: ``2 k`` in multiples of 64, in [1,024, 1,280].
 
-    Measured with Halpern's scheme, side by side (docs/benchmarks.md, ninth pass): at K = 500,
-    1,024-step rounds beat 2,048 (30 s: median gap 0.84 against 1.22 % on 5/km, seeds 0-5; 1.19
-    against 2.65 % on 1/km); at K = 1000, 2,048 beat 1,024 then (120 s: 1.18 against 1.76 %). With the
-    compiled steps and repair, short rounds win at every size measured since (:data:`PDHG_ROUND_STEPS_MAX`):
-    a round's rows are worth separating well before its LP's point has settled, and each new LP restarts
-    PDHG anyway.
+    Rounds are short because a round's rows are worth separating well before its LP's point has
+    settled, and each new LP restarts PDHG anyway; they are capped (:data:`PDHG_ROUND_STEPS_MAX`)
+    because on large instances longer rounds cost more than they gain (``bench/bench_optimal.py
+    --round-steps-max N`` measures this; docs/benchmarks.md).
     """
     steps = max(_pkg.PDHG_ROUND_STEPS, 64 * -(-2 * int(k) // 64))
     cap = _pkg.PDHG_ROUND_STEPS_MAX
@@ -115,8 +113,8 @@ def _simplex_solve(lp: _SimplexLP, remaining: float, tr: float) -> tuple[dict, s
             lp.rebuilt = entry["rebuilt"] = True
             return entry, "retry"
         if lp.method == "simplex" and not lp.fallback:
-            # Simplex broke down from scratch too (measured on Rome K = 5000 at 175 k rows): this round
-            # by interior point with crossover (a basic solution with duals), then simplex again.
+            # Simplex broke down from scratch too (it can, on large LPs): this round by interior point
+            # with crossover (a basic solution with duals), then simplex again.
             lp.h = lp.fresh("ipm")
             lp.fallback = entry["interior_point_next"] = True
             return entry, "retry"
@@ -225,8 +223,7 @@ class _PdhgRun:
     cert_s: float = 0.0
     pending: tuple[np.ndarray, np.ndarray] | None = None
     # Seconds a round needs after PDHG (the pair multipliers and an exact repair, as last measured):
-    # PDHG stops that much before the deadline, so the run ends near it (K = 500 at 1/km ended 7-8 s
-    # late without this).
+    # PDHG stops that much before the deadline, so the run ends near it, not late by a certificate.
     # (The multipliers' time grows with the pair rows: kept per row, and scaled to the current rows.)
     tail: dict[str, float] = field(default_factory=dict)  # the measured costs ({} before: the priors)
     late: float = np.inf  # the certificate after the deadline starts no multiplier LP after this
@@ -246,7 +243,7 @@ class _PdhgRun:
         self.steps = self.round_steps
         self.solved_rows = (self.s_rows, self.x_rows, self.y_rows, np.zeros(self.s_rows.size))
         self.cost_om = self.cost.T.ravel()
-        # The separation ranks violations of 1 % and more: single precision is plenty, and twice as fast.
+        # The separation ranks violations of 1 % and more: single precision is plenty, and moves half the bytes.
         self.a_sep = self.a_full.astype(np.float32)
         self.sums = sp.csr_matrix((np.ones(n_cols), (np.tile(np.arange(k), m), np.arange(n_cols))), shape=(k, n_cols))
 
@@ -292,8 +289,8 @@ def _pdhg_rounds(
     with multiplier 0 and a slack above :data:`PDHG_DROP_SLACK` leave the LP (each row at most once; rows in the LP
     are never added again). Without new rows the next round continues on the same LP. A round adding fewer rows than
     :data:`_GROW_BELOW` of the LP's doubles the steps of the next ones (up to :data:`_MAX_GROWTH` times
-    ``round_steps``): PDHG restarts with each new LP, and once the rows settle longer runs pay more (K = 500, 30 s,
-    1,024-step rounds: median gap 1.8 % against 4.5 % without).
+    ``round_steps``): PDHG restarts with each new LP, and once the rows settle longer runs pay more than
+    restarts.
 
     ``late``: after this time (past ``deadline``) a certificate starts no more multiplier LPs: the outputs left keep
     PDHG's multipliers (:data:`CERTIFICATE_GRACE`). Before a certificate was measured, PDHG keeps back its expected
@@ -308,8 +305,8 @@ def _pdhg_rounds(
     point's row-sum multipliers and primal weight (for a later warm start).
     """
     # PDHG's LP is output-major (entry (r, y) is column y K + r) with the pair rows sorted by output,
-    # so each row touches one 4-KB block of z, and it iterates in float32: with the in-place steps of
-    # panda.pdhg, 0.68 against 1.24 ms a step (K = 500, the spanner LP's 127 k rows; docs/benchmarks.md).
+    # so each row touches one 4-KB block of z, and it iterates in float32: both make a step of the
+    # in-place steps of panda.pdhg cheaper (bench/bench_pdhg_step.py compares the layouts; docs/benchmarks.md).
     # Everything outside PDHG stays (K, M).
     s_rows, x_rows, y_rows = rows
     order = np.lexsort((x_rows, s_rows, y_rows))  # by output, then left end
@@ -371,7 +368,7 @@ def _pdhg_round(st: _PdhgRun) -> str | None:
     # The certificate of a round (the best pair multipliers for PDHG's row-sum multipliers, then an
     # exact repair) serves only the final answer and an early stop, so between rounds it gets at
     # most CERTIFICATE_SHARE of the time, and none just before the last round; the last round is
-    # always certified. The first round's point is far off (gap 37-90 % in every run measured), unless warm.
+    # always certified. The first round's point is far off (its certificate would bound little), unless warm.
     near_point = len(st.rounds) > 1 or st.warm
     budget = near_point and left >= st.round_time and st.cert_s <= _pkg.CERTIFICATE_SHARE * st.work_s
     if last_chance or run.stopped_by_callback or budget:
@@ -401,9 +398,8 @@ def _pdhg_solve(st: _PdhgRun, coef: np.ndarray, remaining: float) -> tuple[Any, 
     b = np.r_[np.ones(k), np.zeros(st.s_rows.size)]
 
     # This round's row-sum multipliers with the best bound of PDHG's own dual point: the pair
-    # multipliers are computed for these. Along a round the value of u rises and falls again
-    # (K = 500, seed 1, round 5: 254.2 m after 1,536 steps, 242.4 m at its end after 4,096);
-    # PDHG's own bound follows it, lagging (234.3 m at 2,560 steps, where u's value is 251.2 m).
+    # multipliers are computed for these. Along a round the value of u rises and falls again, and
+    # PDHG's own bound follows it, lagging: so the round's best u is kept, not its last.
     round_best: dict[str, Any] = {"own": -np.inf, "u": None}
     best = st.best
 
@@ -457,7 +453,7 @@ def _pdhg_certify(
     tc = time.perf_counter()
     if not run.stopped_by_callback:
         # One small LP per output: a far stronger bound than PDHG's own pair multipliers,
-        # which lag its row-sum multipliers (docs/benchmarks.md, fourth pass).
+        # which lag its row-sum multipliers (docs/benchmarks.md).
         # Outputs not started by st.late (past the deadline) keep PDHG's own multipliers.
         u_best, k = round_best["u"], st.cost.shape[0]
         late = st.late if np.isfinite(st.late) else None

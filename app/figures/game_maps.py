@@ -1,0 +1,192 @@
+"""The class round's maps (pure: return a ``pdk.Deck``, no streamlit calls).
+
+A student's map: the roads, every place as a tappable dot (the layer ``places``), the report(s) the student
+received (white with a dark rim), their guess (near-black), and after the reveal the truth (orange) and the
+Bayes attacker's guess (blue). The lecturer's map: the class's guesses as they arrive (bigger = more
+students), and after the reveal the true place(s) and a line from each guess to its truth.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pydeck as pdk
+
+import panda
+from app.figures.lesson_maps import A_COLOR, B_COLOR, GUESS_COLOR, CompactDeck
+from app.figures.maps import TOOLTIP_STYLE, fit_view, roads_layer
+
+__all__ = ["student_deck", "student_legend", "host_deck", "PLACES", "STUDENT_MARKERS"]
+
+PLACES = "places"
+REPORT_FILL = [255, 255, 255, 255]
+RIM = [20, 20, 20, 255]
+#: A student's markers: radius and outline width, pixels, before and after the reveal. Drawn largest first, so
+#: markers on one place nest as rings (the truth's orange around the Bayes attacker's blue around the white
+#: report around the black guess): each ring at least 2.5 px wide even when all four are on the same place.
+STUDENT_MARKERS = {
+    "open": {"report": (10.0, 2.0), "guess": (6.5, 1.0)},
+    "revealed": {"truth": (16.0, 1.0), "bayes": (12.0, 1.0), "report": (8.0, 2.0), "guess": (4.0, 1.0)},
+}
+
+
+def _pos(instance: panda.Instance, x: int) -> list[float]:
+    return [round(float(instance.lon[x]), 6), round(float(instance.lat[x]), 6)]
+
+
+def _places(instance: panda.Instance, *, radius_px: float, pickable: bool) -> pdk.Layer:
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=[{"p": _pos(instance, x), "x": x, "tooltip": f"Place {x}"} for x in range(instance.n_records)],
+        id=PLACES,
+        get_position="p",
+        get_fill_color=[70, 130, 180, 110],
+        get_radius=radius_px,
+        radius_units="'pixels'",
+        pickable=pickable,
+        auto_highlight=pickable,
+    )
+
+
+def _markers(
+    data: list[dict], layer_id: str, radius_px: float | str = 9, *, line_px: float | str = 3, pickable: bool = True
+) -> pdk.Layer:
+    """Markers with an outline; ``radius_px`` and ``line_px``: a number, or the name of each datum's field."""
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=data,
+        id=layer_id,
+        get_position="p",
+        get_fill_color="c",
+        get_radius=radius_px,
+        radius_units="'pixels'",
+        stroked=True,
+        get_line_color="l",
+        get_line_width=line_px,
+        line_width_units="'pixels'",
+        pickable=pickable,
+    )
+
+
+def _deck(layers: list[pdk.Layer], instance: panda.Instance, width_px: int, height_px: int) -> pdk.Deck:
+    return CompactDeck(
+        layers=layers,
+        initial_view_state=fit_view(instance.lon, instance.lat, width_px=width_px, height_px=height_px),
+        map_provider=None,
+        tooltip={"text": "{tooltip}", "style": TOOLTIP_STYLE},
+    )
+
+
+def student_deck(
+    instance: panda.Instance,
+    segments: list[dict],
+    *,
+    reports: list[int],
+    guess: int | None = None,
+    secret: int | None = None,
+    bayes_place: int | None = None,
+    width_px: int = 380,
+    height_px: int = 420,
+) -> pdk.Deck:
+    """A student's map: tap a place to guess; after the reveal, the truth and the Bayes attacker's guess."""
+    outputs = np.asarray(instance.outputs)
+    revealed = secret is not None
+    layers = [roads_layer(segments), _places(instance, radius_px=4.5 if not revealed else 2.5, pickable=not revealed)]
+    sizes = STUDENT_MARKERS["revealed" if revealed else "open"]
+
+    def mark(kind: str, x: int, fill: list[int], line: list[int], tooltip: str) -> dict:
+        r, w = sizes[kind]
+        return {"p": _pos(instance, x), "c": fill, "l": line, "r": r, "w": w, "tooltip": tooltip}
+
+    marks = [mark("report", int(outputs[j]), REPORT_FILL, RIM, f"Your report {n + 1}") for n, j in enumerate(reports)]
+    if guess is not None:
+        marks.append(mark("guess", guess, GUESS_COLOR, REPORT_FILL, "Your guess"))
+    if revealed:
+        if bayes_place is not None:
+            marks.append(mark("bayes", bayes_place, B_COLOR, REPORT_FILL, "The Bayes attacker's guess"))
+        marks.append(mark("truth", secret, A_COLOR, REPORT_FILL, "Where it was made"))
+        if guess is not None:
+            layers.append(_line([(guess, secret)], instance))
+    marks.sort(key=lambda m: -m["r"])  # deck.gl draws later data on top: the smaller markers last
+    # Not pickable while the round is open: a tap on the guess or a report reaches the place under it.
+    layers.append(_markers(marks, "marks", radius_px="r", line_px="w", pickable=revealed))
+    return _deck(layers, instance, width_px, height_px)
+
+
+def student_legend(n_reports: int, *, guess: int | None, secret: int | None, bayes_place: int | None) -> str:
+    """The student's map caption: one colour per marker drawn ("White: your report · black: your guess · ...")."""
+    parts = [f"White: your report{'s' if n_reports > 1 else ''}"]
+    if guess is not None or secret is None:
+        parts.append("black: your guess")
+    if secret is not None:
+        parts.append(f"orange: where {'they were' if n_reports > 1 else 'it was'} made")
+        if bayes_place is not None:
+            parts.append("blue: the Bayes attacker's guess")
+    return " · ".join(parts)
+
+
+def _line(pairs: list[tuple[int, int]], instance: panda.Instance) -> pdk.Layer:
+    return pdk.Layer(
+        "LineLayer",
+        data=[{"s": _pos(instance, g), "t": _pos(instance, t)} for g, t in pairs],
+        id="to_truth",
+        get_source_position="s",
+        get_target_position="t",
+        get_color=[60, 60, 60, 160],
+        get_width=2,
+        width_min_pixels=1,
+        pickable=False,
+    )
+
+
+def host_deck(
+    instance: panda.Instance,
+    segments: list[dict],
+    *,
+    guesses: list[int],
+    entries: list[dict] | None = None,
+    shared_place: int | None = None,
+    width_px: int = 700,
+    height_px: int = 520,
+) -> pdk.Deck:
+    """The lecturer's map: guesses as they arrive; after the reveal (``entries`` with secrets) the truth."""
+    layers = [roads_layer(segments), _places(instance, radius_px=2.5, pickable=False)]
+    counts = Counter(int(g) for g in guesses)
+    marks = [
+        {
+            "p": _pos(instance, g),
+            "c": GUESS_COLOR,
+            "l": REPORT_FILL,
+            "r": 7 + 3 * min(n - 1, 6),
+            "tooltip": f"Place {g}: {n} guess{'es' if n > 1 else ''}",
+        }
+        for g, n in sorted(counts.items())
+    ]
+    if entries:
+        pairs = [(int(e["guess"]), int(e["secret"])) for e in entries if e.get("guess") is not None]
+        if pairs:
+            layers.append(_line(pairs, instance))
+        truths = Counter(int(e["secret"]) for e in entries)
+        marks += [
+            {"p": _pos(instance, t), "c": A_COLOR, "l": REPORT_FILL, "r": 10, "tooltip": f"The truth: place {t}"}
+            for t in sorted(truths)
+        ]
+    elif shared_place is not None and entries is not None:
+        marks.append({"p": _pos(instance, shared_place), "c": A_COLOR, "l": REPORT_FILL, "r": 10, "tooltip": "Truth"})
+    layers.append(
+        pdk.Layer(
+            "ScatterplotLayer",
+            data=marks,
+            id="guesses",
+            get_position="p",
+            get_fill_color="c",
+            get_radius="r",
+            radius_units="'pixels'",
+            stroked=True,
+            get_line_color="l",
+            line_width_min_pixels=2,
+            pickable=True,
+        )
+    )
+    return _deck(layers, instance, width_px, height_px)

@@ -1,0 +1,704 @@
+"""The dashboard's view parameters: one frozen value, its URL (query parameter) form, its PandaConfig.
+
+Pure Python (no streamlit): the sidebar builds a :class:`Params` from its widgets, the pages read it,
+and :func:`to_query` / :func:`from_query` turn it into the link that reproduces the view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import panda
+from panda.config import PRESETS
+from panda.instance import loss_label
+
+__all__ = [
+    "Params",
+    "RANGES",
+    "ANPO_TIME_LIMIT_S",
+    "DECAY_LABELS",
+    "DELTA_OPTIONS",
+    "GAMMA_OPTIONS",
+    "RADIUS_OPTIONS",
+    "BBOX_PRESETS",
+    "PRESET_FIELDS",
+    "PRESET_OPTIONS",
+    "from_query",
+    "to_query",
+    "to_config",
+    "preset_values",
+    "parse_source",
+    "PageParam",
+    "PAGE_QUERY",
+    "CHART_TABS",
+    "LAYER_IDS",
+    "DEFAULT_LAYER_IDS",
+    "BASELINE_IDS",
+    "DEFAULT_BASELINES",
+    "read_page_query",
+    "page_query",
+]
+
+#: Widget ranges (low, high): the sidebar and the URL reader share them.
+RANGES: dict[str, tuple[float, float]] = {
+    "n_records": (20, 5000),
+    "n_users": (2, 200),
+    "n_outputs": (5, 1000),
+    "seed": (0, 2**31 - 1),
+    "epsilon_per_km": (0.5, 50.0),
+    "alpha": (0.05, 0.99),
+    "lambda_per_km": (0.05, 10.0),
+    "neighbourhood_size": (1, 50),
+    "lp_time_limit_s": (1.0, 60.0),
+    "n_tasks": (1, 20),
+    "n_reports": (1, 20),
+}
+#: Time limit of PAnDA's own AnPO LP in the dashboard, seconds (it takes milliseconds on the defaults).
+ANPO_TIME_LIMIT_S = 60.0
+
+#: Decay name of PandaConfig -> the paper's method name.
+DECAY_LABELS = {
+    "exponential": "PAnDA-e (exponential)",
+    "power": "PAnDA-p (power law)",
+    "logistic": "PAnDA-l (logistic)",
+}
+_DECAY_SHORT = {"exponential": "e", "power": "p", "logistic": "l"}
+
+#: Failure probabilities offered by the delta selector (log scale).
+DELTA_OPTIONS = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1, 0.2, 0.3, 0.5)
+#: Threshold distances gamma (km) offered; None = automatic (d_max / divisor of the preset).
+GAMMA_OPTIONS: tuple[float | None, ...] = (None, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+#: LP constraint radii (km) offered; None = every anchor pair (the paper's eq. 31).
+RADIUS_OPTIONS: tuple[float | None, ...] = (0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, None)
+
+#: Bounding boxes (west, south, east, north) of the paper's three cities (section 4.1; the paper prints
+#: New York's and London's with latitude and longitude swapped and New York's sign dropped).
+BBOX_PRESETS: dict[str, tuple[float, float, float, float]] = {
+    "Rome (the paper's box)": (12.2354, 41.6566, 12.8081, 42.0979),
+    "New York (the paper's box)": (-74.25, 40.50, -73.70, 40.91),
+    "London (the paper's box)": (-0.51, 51.29, 0.28, 51.69),
+}
+
+
+#: Loss functions the sidebar offers ("auto": the page's default, :data:`PAGE_LOSS`), with their labels.
+LOSS_OPTIONS = {
+    "auto": "This page's default",
+    "road": "Road distance to the report",
+    "straight": "Straight-line distance to the report",
+    "task": "The paper's task cost",
+}
+#: Each page's default loss: the Lesson teaches with the distance people mean; the research pages keep the
+#: paper's one-task cost (its setup, and the reproduction's).
+PAGE_LOSS = {"lesson": "road", "learn": "road"}
+#: The losses' names in a few words (the "auto" option says which one it is on the page).
+LOSS_SHORT = {"road": "road distance", "straight": "straight line", "task": "the paper's task cost"}
+DEFAULT_PAGE_LOSS = "task"
+#: Priors the sidebar offers, with their labels.
+PRIOR_OPTIONS = {
+    "uniform": "Uniform: every place equally likely",
+    "street_count": "Streets at the place",
+    "road_density": "Road density (road within 300 m)",
+    "poi": "Points of interest (shops, amenities, offices)",
+}
+#: An uploaded places file as the prior: ``csv:`` and the first 16 hex digits of its sha256.
+UPLOAD_PRIOR = re.compile(r"csv:[0-9a-f]{16}")
+
+#: The presets the sidebar offers, in its order (every one of panda.config.PRESETS).
+PRESET_OPTIONS = ("artifact", "paper", "recommended")
+#: The view's fields a preset sets (they have the same names in PandaConfig). Not epsilon (the privacy
+#: requirement) and not the decay (the method): those stay as the user chose them. The preset's other
+#: choices (the rule beyond gamma, the Bayes adjustment, the selection form, the margin fallback) have
+#: no control: :func:`to_config` takes them from the preset itself.
+PRESET_FIELDS = ("delta", "alpha", "lambda_per_km", "gamma_km", "neighbourhood_size", "constraint_radius_km")
+
+
+def preset_values(preset: str) -> dict[str, object]:
+    """The values of :data:`PRESET_FIELDS` in ``panda.preset(preset)`` (what the sidebar moves to)."""
+    config = panda.preset(preset)
+    return {name: getattr(config, name) for name in PRESET_FIELDS}
+
+
+@dataclass(frozen=True)
+class Params:
+    """Everything that defines a view (plain, hashable values; units in the names)."""
+
+    source: str = f"city:{panda.DEFAULT_CITY}"
+    n_records: int = 500
+    n_users: int = 20
+    n_outputs: int = 100
+    seed: int = 0
+    decay: str = "exponential"
+    preset: str = "artifact"
+    epsilon_per_km: float = 5.0
+    delta: float = 1e-7
+    alpha: float = 0.95
+    lambda_per_km: float = 0.5
+    gamma_km: float | None = None
+    neighbourhood_size: int = 10
+    constraint_radius_km: float | None = 0.8
+    lower_bound: bool = True
+    lp_time_limit_s: float = 5.0
+    #: The loss function (:data:`LOSS_OPTIONS`); "auto" is the page's own default, ``page_loss``.
+    loss: str = "auto"
+    #: The default loss of the page shown (set by the sidebar, never in the link): see :data:`PAGE_LOSS`.
+    page_loss: str = "task"
+    #: Tasks of the paper's task loss (used only when the loss is "task").
+    n_tasks: int = 1
+    #: The prior over the places (:data:`PRIOR_OPTIONS`): how people are spread, what the attacker knows.
+    prior: str = "uniform"
+
+    def replace(self, **changes: object) -> Params:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def resolved_loss(self) -> str:
+        """The loss function in force: the chosen one, or the page's default for "auto"."""
+        return self.page_loss if self.loss == "auto" else self.loss
+
+    @property
+    def instance_key(self) -> tuple:
+        """The arguments of the cached instance (:func:`app.state.instance`)."""
+        loss = self.resolved_loss
+        n_tasks = self.n_tasks if loss == "task" else 1  # the other losses read no task: one cache entry
+        return (self.source, self.n_records, self.n_users, self.n_outputs, self.seed, loss, n_tasks, self.prior)
+
+    @property
+    def loss_label(self) -> str:
+        """The loss function in force, in words."""
+        return loss_label(self.resolved_loss, self.n_tasks)
+
+
+def parse_source(source: str) -> tuple[str, object]:
+    """``"city:<name>"`` -> ("city", name); ``"bbox:w,s,e,n"`` -> ("bbox", (w, s, e, n))."""
+    kind, _, rest = source.partition(":")
+    if kind == "city" and rest:
+        return "city", rest
+    if kind == "file":  # an uploaded file: the first 16 hex digits of its sha256 (panda.network_from_upload)
+        if not _FILE_ID.fullmatch(rest):
+            msg = f"An uploaded file's id must be 16 lowercase hex digits. Got {rest!r} instead."
+            raise ValueError(msg)
+        return "file", rest
+    if kind == "bbox":
+        parts = [float(v) for v in rest.split(",")]
+        if len(parts) != 4:
+            msg = f"A bounding box needs four numbers west,south,east,north. Got {rest!r} instead."
+            raise ValueError(msg)
+        return "bbox", tuple(parts)
+    msg = f"Unknown road network source {source!r}: use city:<name>, bbox:west,south,east,north or file:<id>."
+    raise ValueError(msg)
+
+
+#: An uploaded file's id in a source string ``file:<id>``.
+_FILE_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def bbox_source(bbox: tuple[float, float, float, float]) -> str:
+    """The source string of a bounding box, rounded to the download grid first (``panda.network.snap_bbox``).
+
+    The one place a box becomes a source: a link's box (:func:`from_query`, hence the prepare command's views),
+    the box the page opens (app.widgets.area_picker.check_source) and the one it downloads are then the same string, and so are
+    their instance and result-store keys. Raises ValueError for a box that is not valid.
+    """
+    snapped = panda.network.snap_bbox(panda.BoundingBox(*bbox)).as_tuple()
+    return "bbox:" + ",".join(f"{v:.6f}".rstrip("0").rstrip(".") for v in snapped)
+
+
+def to_config(p: Params, *, solve_relaxed: bool = False) -> panda.PandaConfig:
+    """The PandaConfig of a view (the preset, then the sidebar's overrides)."""
+    return panda.preset(
+        p.preset,
+        decay=p.decay,
+        epsilon_per_km=p.epsilon_per_km,
+        delta=p.delta,
+        alpha=p.alpha,
+        lambda_per_km=p.lambda_per_km,
+        gamma_km=p.gamma_km,
+        neighbourhood_size=p.neighbourhood_size,
+        constraint_radius_km=p.constraint_radius_km,
+        lp_time_limit_s=ANPO_TIME_LIMIT_S,
+        solve_relaxed=solve_relaxed,
+    )
+
+
+def _fmt(v: float) -> str:
+    """A number's URL text: short ("5", "1e-07", "0.3" for 0.1 + 0.2 = 0.30000000000000004), and with every digit a
+    link gave it (?eps=5.1234567 is not written back as 5.12346)."""
+    for digits in (6, 10, 13):
+        text = f"{v:.{digits}g}"
+        if math.isclose(float(text), v, rel_tol=1e-12):
+            return text
+    return repr(float(v))
+
+
+def to_query(p: Params) -> dict[str, str]:
+    """The URL form of a view: every field, short keys, plain strings."""
+    kind, value = parse_source(p.source)
+    out = {"city": str(value)} if kind == "city" else {kind: p.source.partition(":")[2]}
+    out.update(
+        {
+            "K": str(p.n_records),
+            "N": str(p.n_users),
+            "M": str(p.n_outputs),
+            "seed": str(p.seed),
+            "decay": _DECAY_SHORT[p.decay],
+            "preset": p.preset,
+            "eps": _fmt(p.epsilon_per_km),
+            "delta": _fmt(p.delta),
+            "alpha": _fmt(p.alpha),
+            "lambda": _fmt(p.lambda_per_km),
+            "gamma": "auto" if p.gamma_km is None else _fmt(p.gamma_km),
+            "Gamma": str(p.neighbourhood_size),
+            "radius": "all" if p.constraint_radius_km is None else _fmt(p.constraint_radius_km),
+            "lb": "1" if p.lower_bound else "0",
+            "lbtime": _fmt(p.lp_time_limit_s),
+        }
+    )
+    if p.loss != "auto":
+        out["loss"] = p.loss
+    if p.n_tasks != 1:
+        out["tasks"] = str(p.n_tasks)
+    if p.prior != "uniform":
+        out["prior"] = p.prior
+    return out
+
+
+def _nearest(options: tuple, value: float) -> float:
+    finite = [o for o in options if o is not None]
+    return min(finite, key=lambda o: abs(math.log(o) - math.log(value)))
+
+
+def _span(options: tuple) -> str:
+    finite = [o for o in options if o is not None]
+    return f"{min(finite):g} to {max(finite):g}"
+
+
+def _offered(options: tuple, value: float) -> bool:
+    """True when ``value`` lies within the offered options' span (it is then moved to the nearest one)."""
+    finite = [o for o in options if o is not None]
+    return math.isfinite(value) and min(finite) <= value <= max(finite)
+
+
+def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Params, list[str]]:
+    """Read a view from query parameters; unknown or bad values are ignored and reported.
+
+    Returns
+    -------
+    params, problems
+        The view (``base`` with every valid parameter applied) and one message per ignored value.
+    """
+    p = base or Params()
+    changes: dict[str, object] = {}
+    problems: list[str] = []
+
+    def get(key: str) -> str | None:
+        value = query.get(key)
+        if isinstance(value, list):  # repeated parameter: the last one wins
+            value = value[-1] if value else None
+        return None if value is None else str(value).strip()
+
+    def number(key: str, field: str, cast, low: float, high: float) -> None:
+        raw = get(key)
+        if raw is None:
+            return
+        try:
+            x = float(raw)
+        except ValueError:
+            x = math.nan
+        if math.isnan(x):  # ?eps=nan too
+            problems.append(f"'{key}={_shown(raw)}' is not a number: ignored.")
+            return
+        if cast is int and math.isfinite(x) and not x.is_integer():  # ?K=200.5 is not K = 200
+            problems.append(f"'{key}={_shown(raw)}' is not a whole number: ignored.")
+            return
+        try:
+            value = cast(x)
+        except OverflowError:  # int(float("inf")): ?K=inf, ?seed=1e999
+            problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
+            return
+        if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
+            problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
+            return
+        changes[field] = value
+
+    city, bbox, upload = get("city"), get("bbox"), get("file")
+    # One road network: an uploaded file, else a box, else a city. A link naming two says which one is not used.
+    sources = [(key, value) for key, value in (("file", upload), ("bbox", bbox), ("city", city)) if value is not None]
+    for key, value in sources[1:]:
+        problems.append(f"'{key}={_shown(value)}' is not used because the link also has {sources[0][0]}=: ignored.")
+    if upload is not None:
+        if _FILE_ID.fullmatch(upload):
+            changes["source"] = f"file:{upload}"
+        else:
+            problems.append(f"'file={_shown(upload)}' is not an uploaded file's id (16 hex digits): ignored.")
+    elif bbox is not None:
+        try:
+            values = tuple(float(v) for v in bbox.split(","))
+            if len(values) != 4:
+                raise ValueError
+            panda.BoundingBox(*values)
+            changes["source"] = bbox_source(values)  # type: ignore[arg-type]
+        except ValueError:
+            problems.append(f"'bbox={_shown(bbox)}' is not a valid west,south,east,north box: ignored.")
+    elif city is not None:
+        if city.lower() in panda.list_cities():
+            changes["source"] = f"city:{city.lower()}"
+        else:
+            cities = ", ".join(panda.list_cities())
+            problems.append(f"'city={_shown(city)}' is not an embedded city ({cities}): ignored.")
+    number("K", "n_records", int, *RANGES["n_records"])
+    number("N", "n_users", int, *RANGES["n_users"])
+    number("M", "n_outputs", int, *RANGES["n_outputs"])
+    number("seed", "seed", int, *RANGES["seed"])
+    decay = get("decay")
+    if decay is not None:
+        full = {v: k for k, v in _DECAY_SHORT.items()} | {k: k for k in _DECAY_SHORT}
+        if decay in full:
+            changes["decay"] = full[decay]
+        else:
+            problems.append(f"'decay={_shown(decay)}' is not one of e, p, l: ignored.")
+    preset = get("preset")
+    if preset is not None:
+        if preset in PRESETS:
+            # The preset's values first: the link's own parameters below override them.
+            changes["preset"] = preset
+            changes.update(preset_values(preset))
+        else:
+            problems.append(f"'preset={_shown(preset)}' is not one of {', '.join(PRESETS)}: ignored.")
+    number("eps", "epsilon_per_km", float, *RANGES["epsilon_per_km"])
+    raw_delta = get("delta")
+    if raw_delta is not None:
+        try:
+            d = float(raw_delta)
+            if not _offered(DELTA_OPTIONS, d):  # ?delta=5e-324 is not delta = 1e-9
+                raise ValueError
+            changes["delta"] = _nearest(DELTA_OPTIONS, d)
+        except ValueError:
+            low, high = min(DELTA_OPTIONS), max(DELTA_OPTIONS)
+            problems.append(f"'delta={_shown(raw_delta)}' is not a probability from {low:g} to {high:g}: ignored.")
+    number("alpha", "alpha", float, *RANGES["alpha"])
+    number("lambda", "lambda_per_km", float, *RANGES["lambda_per_km"])
+    gamma = get("gamma")
+    if gamma is not None:
+        if gamma == "auto":
+            changes["gamma_km"] = None
+        else:
+            try:
+                g = float(gamma)
+                if not _offered(GAMMA_OPTIONS, g):  # ?gamma=1e9 is not gamma = 5 km
+                    raise ValueError
+                changes["gamma_km"] = _nearest(GAMMA_OPTIONS, g)
+            except ValueError:
+                span = _span(GAMMA_OPTIONS)
+                problems.append(f"'gamma={_shown(gamma)}' is not 'auto' or a distance from {span} km: ignored.")
+    number("Gamma", "neighbourhood_size", int, *RANGES["neighbourhood_size"])
+    radius = get("radius")
+    if radius is not None:
+        if radius == "all":
+            changes["constraint_radius_km"] = None
+        else:
+            try:
+                r = float(radius)
+                if not _offered(RADIUS_OPTIONS, r):
+                    raise ValueError
+                changes["constraint_radius_km"] = _nearest(RADIUS_OPTIONS, r)
+            except ValueError:
+                span = _span(RADIUS_OPTIONS)
+                problems.append(f"'radius={_shown(radius)}' is not 'all' or a distance from {span} km: ignored.")
+    lb = get("lb")
+    if lb is not None:
+        if lb in ("0", "1"):
+            changes["lower_bound"] = lb == "1"
+        else:
+            problems.append(f"'lb={_shown(lb)}' must be 0 or 1: ignored.")
+    number("lbtime", "lp_time_limit_s", float, *RANGES["lp_time_limit_s"])
+    loss = get("loss")
+    if loss is not None:
+        if loss in LOSS_OPTIONS:
+            changes["loss"] = loss
+        else:
+            problems.append(f"'loss={_shown(loss)}' is not one of {', '.join(LOSS_OPTIONS)}: ignored.")
+    number("tasks", "n_tasks", int, *RANGES["n_tasks"])
+    prior = get("prior")
+    if prior is not None:
+        if prior in PRIOR_OPTIONS or UPLOAD_PRIOR.fullmatch(prior):
+            changes["prior"] = prior
+        else:
+            known = ", ".join(PRIOR_OPTIONS)
+            problems.append(f"'prior={_shown(prior)}' is not one of {known} or an uploaded file: ignored.")
+    return p.replace(**changes), problems
+
+
+# --------------------------------------------------------------------------------------------
+# Page-level state in the link (selected user, map layers, chart tab, Compare's baselines, ...)
+# --------------------------------------------------------------------------------------------
+
+
+class PageParam(NamedTuple):
+    """One page-level value kept in the link: where it lives in ``st.session_state`` and its URL form.
+
+    ``parse(text)`` turns the URL text into the session value and raises ``ValueError`` for a bad
+    one; the error's message completes the sentence "'key=text' ..." in plain words (for example
+    "is not a user number"), and the link problem is shown as "'key=text' <message>: ignored.".
+    ``format(value)`` gives the URL text, or ``None`` to leave the key out of the link (its default).
+    """
+
+    session_key: str
+    parse: Callable[[str], Any]
+    format: Callable[[Any], str | None]
+
+
+#: The most characters of a link's value echoed back in a message.
+ECHO_MAX_CHARS = 40
+
+
+def _shown(value: object) -> str:
+    """A value from a link as a message may echo it: at most ECHO_MAX_CHARS characters, one line."""
+    text = " ".join(str(value).split())
+    # Control and format characters (NUL, a right-to-left override that would turn the sentence around) as "�".
+    text = "".join(c if c.isprintable() else "\ufffd" for c in text)
+    return text if len(text) <= ECHO_MAX_CHARS else text[: ECHO_MAX_CHARS - 1] + "…"
+
+
+def _index_below(high: float, what: str) -> Callable[[str], int]:
+    """The parser of a position in a list that never holds more than ``high`` items (a user, a place)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError("is not a whole number") from None
+        if value < 0:
+            raise ValueError("is negative")
+        if value >= high:  # ?user=99999999999999999999: no view has that many
+            raise ValueError(f"is not {what} (0 to {high - 1:g})")
+        return value
+
+    return parse
+
+
+def _format_count(value: Any) -> str | None:
+    """A whole number's URL text (None for anything else, say a widget value not yet validated)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        return None
+    return str(int(value))
+
+
+def _parse_reports(text: str) -> int:
+    low, high = RANGES["n_reports"]
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"is not a whole number of reports ({low:g} to {high:g})") from None
+    if not low <= value <= high:
+        raise ValueError(f"is not a number of reports from {low:g} to {high:g}")
+    return value
+
+
+def _format_reports(value: Any) -> str | None:
+    text = _format_count(value)
+    return None if text in (None, "1") else text
+
+
+def _one_of(options: Mapping[str, Any], what: str) -> Callable[[str], Any]:
+    # A long list is not repeated in the message (``what`` says it: "5 to 120 in steps of 5").
+    listed = f" ({', '.join(options)})" if len(options) <= 10 else ""
+
+    def parse(text: str) -> Any:
+        if text not in options:
+            raise ValueError(f"is not {what}{listed}")
+        return options[text]
+
+    return parse
+
+
+def _list_of(options: Mapping[str, Any], what: str) -> Callable[[str], list]:
+    def parse(text: str) -> list:
+        if text == "none":
+            return []
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in options]
+        if bad or not items:
+            raise ValueError(f"names no {what} ({', '.join(options)}, or none)")
+        return list(dict.fromkeys(options[t] for t in items))
+
+    return parse
+
+
+def _format_list(ids: Mapping[Any, str], default: tuple, *, sort: bool = False) -> Callable[[Any], str | None]:
+    """A list's URL text (``sort``: in the order of ``ids``, as a set), None when it is the default."""
+
+    def fmt(value: Any) -> str | None:
+        items = list(dict.fromkeys(v for v in (value or []) if v in ids))
+        if sort:
+            items = [v for v in ids if v in items]
+        if tuple(items) == tuple(default):
+            return None
+        return ",".join(ids[v] for v in items) if items else "none"
+
+    return fmt
+
+
+def _format_default(ids: Mapping[Any, str], default: Any) -> Callable[[Any], str | None]:
+    def fmt(value: Any) -> str | None:
+        return None if value == default or value not in ids else ids[value]
+
+    return fmt
+
+
+#: Explore's chart tabs (their labels); the link names them by the short id (``?tab=time``).
+CHART_TABS = {
+    "budget": "Budget split",
+    "utility": "Utility vs bound",
+    "delta": "Violations vs δ",
+    "time": "Time per phase",
+}
+#: Explore's map layers, bottom to top (app.figures.maps.LAYERS holds their labels); the defaults that are on.
+LAYER_IDS = ("roads", "records", "users", "anchors", "surrogates", "perturbation", "violations")
+DEFAULT_LAYER_IDS = ("roads", "records", "users", "anchors", "surrogates", "perturbation")
+#: Compare's baselines: dashboard name -> registry name of panda.mechanisms.BASELINES (also the link's id).
+BASELINE_IDS = {
+    "EM": "em",
+    "EM+BR": "em-br",
+    "LP+CA": "lp-ca",
+    "Planar Laplace": "laplace",
+    "Optimal LP": "lp",
+    "Paper's LP+BD": "lp-bd",
+}
+DEFAULT_BASELINES = ("Planar Laplace", "EM", "EM+BR", "LP+CA")
+#: Compare's LP+CA grid sizes (cells per side) and LP time limits (s) offered, with the defaults.
+GRID_OPTIONS = (8, 10, 6, 12)
+COMPARE_TIME_LIMITS = tuple(range(5, 121, 5))
+DEFAULT_GRID, DEFAULT_COMPARE_TIME_S = 8, 20
+
+#: The Lesson's mechanisms (app.model.lesson_numbers.MECHANISMS holds their labels), the first the default; its tabs.
+LESSON_MECHANISMS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp", "panda-e", "panda-p", "panda-l")
+LESSON_TABS = {
+    "two": "Two places",
+    "reports": "k reports",
+    "prior": "Prior",
+    "curve": "Curve",
+    "about": "About",
+}
+
+#: The link's page-level keys: URL key -> PageParam(session_key, parse, format).
+#:
+#: To keep a page's own state in the link, add ONE entry here (nothing else is needed): the sidebar
+#: reads every entry into ``st.session_state[session_key]`` once per session (bad values are ignored
+#: and reported with the other link problems), and ``sidebar.write_query`` writes every entry whose
+#: session key is set (or keeps the link's valid value while the page that owns it is not shown).
+#: Keys the link holds that are neither here nor in :func:`to_query` are dropped. The URL keys must not
+#: collide with :func:`to_query`'s. A widget whose value is kept here should use
+#: ``persist_state="session"`` so that its value survives a visit to another page.
+PAGE_QUERY: dict[str, PageParam] = {
+    # Explore
+    "user": PageParam("sel_user", _index_below(RANGES["n_users"][1], "a user number"), _format_count),
+    "layers": PageParam(
+        "layers",
+        _list_of({k: k for k in LAYER_IDS}, "map layer"),
+        _format_list({k: k for k in LAYER_IDS}, DEFAULT_LAYER_IDS, sort=True),
+    ),
+    "tab": PageParam(
+        "chart_tab",
+        _one_of(CHART_TABS, "a chart tab"),
+        _format_default({v: k for k, v in CHART_TABS.items()}, CHART_TABS["budget"]),
+    ),
+    # Compare
+    "baselines": PageParam(
+        "cmp_methods",
+        _list_of({v: k for k, v in BASELINE_IDS.items()}, "baseline"),
+        _format_list(BASELINE_IDS, DEFAULT_BASELINES),
+    ),
+    "grid": PageParam(
+        "cmp_grid",
+        _one_of({str(g): g for g in GRID_OPTIONS}, "a grid size"),
+        _format_default({g: str(g) for g in GRID_OPTIONS}, DEFAULT_GRID),
+    ),
+    "lptime": PageParam(
+        "cmp_time",
+        _one_of({str(t): t for t in COMPARE_TIME_LIMITS}, "a time limit in seconds, 5 to 120 in steps of 5"),
+        _format_default({t: str(t) for t in COMPARE_TIME_LIMITS}, DEFAULT_COMPARE_TIME_S),
+    ),
+    # Lesson (the first screen)
+    "mech": PageParam(
+        "lesson_mech",
+        _one_of({k: k for k in LESSON_MECHANISMS}, "a lesson mechanism"),
+        _format_default({k: k for k in LESSON_MECHANISMS}, LESSON_MECHANISMS[0]),
+    ),
+    "place": PageParam("lesson_a", _index_below(RANGES["n_records"][1], "a place number"), _format_count),
+    "place2": PageParam("lesson_b", _index_below(RANGES["n_records"][1], "a place number"), _format_count),
+    "view": PageParam(
+        "lesson_mode",
+        _one_of({"reports": "reports", "attacker": "attacker"}, "a map view"),
+        _format_default({"reports": "reports", "attacker": "attacker"}, "reports"),
+    ),
+    "k": PageParam("lesson_k", _parse_reports, _format_reports),
+    "ltab": PageParam(
+        "lesson_tab",
+        _one_of(LESSON_TABS, "a lesson tab"),
+        _format_default({v: k for k, v in LESSON_TABS.items()}, LESSON_TABS["two"]),
+    ),
+    # Every page
+    "present": PageParam("w_present", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),
+}
+
+
+def _last(value: Any) -> str | None:
+    if isinstance(value, list):  # repeated parameter: the last one wins
+        value = value[-1] if value else None
+    return None if value is None else str(value).strip()
+
+
+def read_page_query(query: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The session values of the link's :data:`PAGE_QUERY` keys; bad values are left out and reported.
+
+    Returns
+    -------
+    values, problems
+        ``{session_key: value}`` for every valid key, and one message per ignored one.
+    """
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, entry in PAGE_QUERY.items():
+        raw = _last(query.get(key))
+        if raw is None:
+            continue
+        try:
+            values[entry.session_key] = entry.parse(raw)
+        except ValueError as exc:
+            problems.append(f"'{key}={_shown(raw)}' {exc or 'is not valid'}: ignored.")
+    return values, problems
+
+
+def page_query(session: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, str]:
+    """The link's page-level part: every :data:`PAGE_QUERY` key, from the session or kept from ``query``.
+
+    A key whose session value is set is written from it (left out when ``format`` gives None, its
+    default); a key the session does not hold (its page is not shown) keeps the link's value if that
+    is valid. Nothing else from ``query`` is kept.
+    """
+    out: dict[str, str] = {}
+    for key, entry in PAGE_QUERY.items():
+        if entry.session_key in session:
+            try:
+                text = entry.format(session[entry.session_key])
+            except Exception:  # a value the page has not validated yet: leave it out
+                text = None
+            if text is not None:
+                out[key] = text
+            continue
+        raw = _last(query.get(key))
+        if raw is None:
+            continue
+        try:
+            entry.parse(raw)
+        except ValueError:
+            continue
+        out[key] = raw
+    return out

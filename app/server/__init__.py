@@ -1,0 +1,1 @@
+"""The serving process: the result store, lecture preparation, the class database, the allocator's trim."""

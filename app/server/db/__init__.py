@@ -1,0 +1,1 @@
+"""The class database: its engine and migrations (store), its schema (models)."""
