@@ -9,7 +9,7 @@ Cached functions are pure functions of their arguments and never call ``st.*`` (
 either: they may run in a helper thread). A progress callback, left out of the cache key by its
 leading underscore, only puts messages on a queue; :func:`call_with_progress` runs the function in a
 helper thread and shows those messages from the script thread. The heavy work itself (PAnDA runs,
-sweeps, baselines, the PmDP audit, trade-off curves: :data:`panda.jobs.JOBS`) runs on Dask worker
+sweeps, baselines, the PmDP audit, trade-off curves: :mod:`panda.jobs`) runs on Dask worker
 processes through :mod:`panda.execution`, with a memory limit, a time limit, priorities (interactive
 jobs first) and sharing (identical jobs of several sessions run once).
 """
@@ -31,6 +31,7 @@ import panda
 from app.model import instances
 from app.model.params import parse_source
 from app.server import result_store
+from panda import jobs
 from panda.execution import HIGH, LOW, Executor, JobBusy, close_executor, default_n_workers, get_executor
 
 __all__ = [
@@ -122,8 +123,8 @@ def _session_of_this_run() -> dict[str, Any]:
     return {"owner": session_id, "keep_waiting": keep_waiting}
 
 
-def _run_job(job: str, *args: Any, **kwargs: Any) -> Any:
-    """Run a job of :data:`panda.jobs.JOBS` on the executor, as this run's session."""
+def _run_job(job: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a job function of :mod:`panda.jobs` on the executor, as this run's session."""
     return panda_worker().run(job, *args, **_session_of_this_run(), **kwargs)
 
 
@@ -186,7 +187,7 @@ def panda_result(
 ) -> panda.PandaResult:
     """One PAnDA run (``items``: :func:`config_items` of its config), on a worker."""
     inst = instance(*instance_key)
-    return _run_job("run_panda", inst, items, seed, timeout_s=JOB_TIMEOUT_S, priority=HIGH, progress=_progress)
+    return _run_job(jobs.run_panda_job, inst, items, seed, timeout_s=JOB_TIMEOUT_S, priority=HIGH, progress=_progress)
 
 
 def _lower_bound_items(items: tuple) -> tuple:
@@ -220,7 +221,7 @@ def _lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: flo
     # On a worker, like every heavy job (the executor's time limit leaves HiGHS its own limit first).
     out.update(
         _run_job(
-            "relaxed_lower_bound",
+            jobs.relaxed_lower_bound_job,
             cost,
             np.concatenate([res.pair_i, res.pair_j]),
             np.concatenate([res.pair_j, res.pair_i]),
@@ -238,7 +239,7 @@ def _lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: flo
 def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> list[dict]:
     """PAnDA at several delta values (no lower bound): violation rate and flagged pairs per delta."""
     inst = instance(*instance_key)
-    return _run_job("delta_sweep", inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S, priority=LOW)
+    return _run_job(jobs.delta_sweep_job, inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S, priority=LOW)
 
 
 #: An optimal LP with at most this time limit (seconds) is an interactive job, like the other mechanisms: the
@@ -274,7 +275,7 @@ def baseline(
     long_lp = name == "lp" and float(dict(options).get("time_limit_s", math.inf)) > INTERACTIVE_LP_S
     priority = LOW if long_lp else HIGH
     out = _run_job(
-        "baseline_numbers" if _numbers else "baseline",
+        jobs.baseline_numbers_job if _numbers else jobs.baseline_job,
         instance(*instance_key),
         name,
         float(epsilon_per_km),
@@ -374,7 +375,7 @@ def pmdp_audit(instance_key: tuple, items: tuple, seed: int, n_record_pairs: int
     """The exact (eps, delta)-PmDP audit of a view's PAnDA run (panda.pmdp.audit_panda), on a worker."""
     res = panda_result(instance_key, items, seed)
     inst = instance(*instance_key)
-    return _run_job("audit_panda", res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S, priority=HIGH)
+    return _run_job(jobs.audit_panda_job, res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S, priority=HIGH)
 
 
 def call_with_progress(
@@ -428,7 +429,7 @@ def mechanism_numbers(
         return fresh
     # On a worker (time and memory limits): the audit of every pair took 22 s of the server at K = 2,508.
     out = _run_job(
-        "mechanism_numbers",
+        jobs.mechanism_numbers_job,
         instance(*instance_key),
         mech,
         float(epsilon_per_km),
@@ -509,7 +510,7 @@ def tradeoff_method(
     inst = instance(*instance_key)
     options = (("time_limit_s", TRADEOFF_POINT_LIMIT_S), ("method_budget_s", TRADEOFF_METHOD_BUDGET_S))
     rows = _run_job(
-        "tradeoff_curve",
+        jobs.tradeoff_curve_job,
         inst,
         (method,),
         tuple(float(e) for e in epsilons),
@@ -644,7 +645,7 @@ def repeated_reports(instance_key: tuple, mechanisms: tuple, epsilon_per_km: flo
     if not matrices:
         return []
     return _run_job(
-        "repeated_reports",
+        jobs.repeated_reports_job,
         instance(*instance_key),
         tuple(matrices),
         float(epsilon_per_km),
@@ -684,7 +685,7 @@ def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, opt
     # People are where the peaked prior says; one attacker believes every place equally likely, the
     # other knows where people go (the Bayes-optimal attacker: never the larger error).
     errors = _run_job(
-        "attacker_errors", inst, matrix, peaked, (uniform, peaked), timeout_s=JOB_TIMEOUT_S, priority=HIGH
+        jobs.attacker_errors_job, inst, matrix, peaked, (uniform, peaked), timeout_s=JOB_TIMEOUT_S, priority=HIGH
     )
     top = np.sort(peaked)[::-1]
     return {
@@ -722,7 +723,7 @@ def users_numbers(
     ``method``: ``"panda"`` (the view's PAnDA run: ``items`` (:func:`config_items`) and ``seed``; its released
     rows at the users with a surrogate) or a name of ``panda.mechanisms.BASELINES`` with its ``options``
     (its matrix's rows at every user). Returns plain floats (``loss_m``, ``adversary_error_m``,
-    ``violation_rate``, ``epsilon_min_per_km``: job ``users_numbers`` of :data:`panda.jobs.JOBS`), or None
+    ``violation_rate``, ``epsilon_min_per_km``: job :func:`panda.jobs.users_numbers_job`), or None
     when the mechanism has no matrix. Raises the job's errors (JobError) and the baseline's.
     """
     inst = instance(*instance_key)
@@ -744,7 +745,7 @@ def users_numbers(
     if users.size == 0:
         return _no_users_numbers()
     return _run_job(
-        "users_numbers",
+        jobs.users_numbers_job,
         inst,
         np.asarray(users),
         np.asarray(rows),
@@ -766,7 +767,7 @@ def score_round(
     Returns ``(scored entries, summary)``; raises JobError when the job fails (the caller says so).
     """
     return _run_job(
-        "score_round",
+        jobs.score_round_job,
         np.asarray(prior, dtype=float),
         np.asarray(matrix, dtype=float),
         np.asarray(distance_m, dtype=float),

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import panda  # noqa: E402
 from panda.execution import LOW, Executor  # noqa: E402
+from panda.jobs import baseline_job  # noqa: E402
 
 
 def main() -> None:
@@ -34,7 +35,7 @@ def main() -> None:
     ex = Executor()
     try:
         ex.wait_for_workers()
-        ex.run("baseline", inst, "em", 5.0, (), timeout_s=120)  # every import done before the first LP
+        ex.run(baseline_job, inst, "em", 5.0, (), timeout_s=120)  # every import done before the first LP
         gaps: dict[str, list[float]] = {"alone 5/km": [], "together 5/km": [], "together 3.5/km": []}
 
         def show(label: str, res) -> str:
@@ -45,10 +46,10 @@ def main() -> None:
 
         for rep in range(args.reps):
             t = time.perf_counter()
-            alone = ex.run("baseline", inst, "lp", 5.0 + 1e-9 * rep, opts, timeout_s=300, priority=LOW)
+            alone = ex.run(baseline_job, inst, "lp", 5.0 + 1e-9 * rep, opts, timeout_s=300, priority=LOW)
             print(f"{show('alone 5/km', alone)} in {time.perf_counter() - t:.1f} s", flush=True)
             shift = 1e-9 * (rep + 1000)
-            futures = [ex.submit("baseline", inst, "lp", eps + shift, opts, priority=LOW) for eps in (5.0, 3.5)]
+            futures = [ex.submit(baseline_job, inst, "lp", eps + shift, opts, priority=LOW) for eps in (5.0, 3.5)]
             five, three = (ex.result(f, timeout_s=300) for f in futures)
             print(f"  {show('together 5/km', five)}; {show('together 3.5/km', three)}", flush=True)
         for label, values in gaps.items():

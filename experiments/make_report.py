@@ -193,7 +193,9 @@ def _share_text(part: int, whole: int) -> str:
     """``part`` of ``whole`` as a percentage that never rounds a part up to all of it or down to none."""
     x = part / whole
     digits = 1
-    while digits < 4 and ((part < whole and round(100 * x, digits) >= 100) or (part > 0 and round(100 * x, digits) <= 0)):
+    while digits < 4 and (
+        (part < whole and round(100 * x, digits) >= 100) or (part > 0 and round(100 * x, digits) <= 0)
+    ):
         digits += 1
     return f"{100 * x:.{digits}f} %"
 
@@ -216,6 +218,15 @@ def _preset_value(spec: dict, preset: str, field: str):
     """Return a PAnDA preset's setting in this run: the specification's override, else the preset's own."""
     overrides = spec.get("preset_overrides", {}).get(preset, {})
     return overrides[field] if field in overrides else getattr(_panda_preset(preset), field)
+
+
+def _uploads(rows, preset: str) -> tuple[float, bool]:
+    """PAnDA-e under ``preset``: the mean share of X a user uploads, and whether every anchor union is all of X."""
+    runs = _rows_of(rows, "panda-e", preset)
+    shares = [float(r["anchor_set_size_mean"]) / int(r["K"]) for r in runs if _finite(r.get("anchor_set_size_mean"))]
+    unions = [r for r in runs if _finite(r.get("anchor_union"))]
+    everything = bool(unions) and all(int(r["anchor_union"]) == int(r["K"]) for r in unions)
+    return (sum(shares) / len(shares) if shares else float("nan")), everything
 
 
 def _paper_text(table: dict, method: str, k: int) -> str:
@@ -561,24 +572,41 @@ def build_report(folder: Path, *, note: str = "") -> str:
         f"{len(reps)} repetition{'s' if len(reps) != 1 else ''} "
         + ("these half-widths are themselves very uncertain." if len(reps) > 1 else "there is no half-width.")
     )
+    radius_a = _preset_value(spec, "artifact", "constraint_radius_km")
+    divisor_p = _preset_value(spec, "paper", "gamma_divisor")
+    run_with: dict[tuple[str, ...], list[str]] = {}
+    for m in PANDA:
+        ps = tuple(p for p in presets if any(r["method"] == m and r["preset"] == p for r in rows))
+        if ps:
+            run_with.setdefault(ps, []).append(ex.METHOD_LABELS[m])
     w(
         "- Presets: **artifact** (what the published MATLAB code did: rescaled selection probabilities, a 1e-4 floor "
-        "beyond gamma, gamma = d_max/div(K), LP constraints only between anchors closer than 0.8 km, a finite margin "
-        "when "
-        "the target is unreachable; Phase-I costs computed exactly) and **paper** (the paper's own definitions: far "
-        "value "
-        "h(gamma), gamma = d_max/50, every anchor pair constrained). PAnDA-p and -l run with the artifact preset only."
+        "beyond gamma, gamma = d_max/div(K), LP constraints only between anchors closer than "
+        + (f"{_num(radius_a)} km" if radius_a is not None else "any distance (here: every pair)")
+        + ", a finite margin when the target is unreachable; Phase-I costs computed exactly) and **paper** (the "
+        "paper's own definitions: far value h(gamma), gamma = "
+        + (f"d_max/{_num(divisor_p)}" if divisor_p is not None else "d_max/div(K)")
+        + ", every anchor pair constrained). Run here: "
+        + "; ".join(
+            f"{' and '.join(ms)} with the {' and '.join(ps)} preset{'s' if len(ps) > 1 else ''}"
+            for ps, ms in run_with.items()
+        )
+        + "."
     )
     limits = spec.get("method_time_limits_s", {})
     max_k = spec.get("method_max_k", {})
+    paper_max_k = spec.get("preset_max_k", {}).get("paper", max(ks))
     w(
         f"- Time limits (hard, wall clock, per method and repetition): {spec['time_limit_s']:,.0f} s by default"
         + "".join(f"; {ex.METHOD_LABELS.get(m, m)} {v:,.0f} s" for m, v in limits.items())
         + ". A method that reaches its limit is stopped and recorded as unsolved with the time spent. "
-        + ", ".join(f"{ex.METHOD_LABELS.get(m, m)}" for m in max_k)
-        + f" run at K <= {min(max_k.values()) if max_k else max(ks):,} only; the paper preset at K <= "
-        f"{spec.get('preset_max_k', {}).get('paper', max(ks)):,}, without the relaxed-LP lower bound "
-        "(with an anchor union equal to X that bound is the full LP itself)."
+        + "".join(f"{ex.METHOD_LABELS.get(m, m)} runs at K <= {v:,} only; " for m, v in max_k.items())
+        + f"the paper preset at K <= {paper_max_k:,}"
+        + (
+            ", without the relaxed-LP lower bound (with an anchor union equal to X that bound is the full LP itself)."
+            if not _preset_value(spec, "paper", "solve_relaxed")
+            else "."
+        )
     )
     w(
         f"- Machine: {machine.get('cpu_count')} cores ({machine.get('platform')}); {_workers_text(runs)}. Solver HiGHS "
@@ -599,14 +627,20 @@ def build_report(folder: Path, *, note: str = "") -> str:
     if toml_repeats and len(reps) < toml_repeats:
         w(
             f"- **Fewer repetitions than the specification's**: {len(reps)}, with `--repeats {len(reps)}` "
-            f"(experiments/reproduction.toml: {toml_repeats}; the paper: 10), to fit the time this machine had"
+            f"(experiments/reproduction.toml: {toml_repeats}; the paper: {PAPER_REPETITIONS})"
             + ("; a cell is then one instance, with no half-width." if len(reps) == 1 else ".")
         )
     if spec.get("isolate") is False:
+        overrun = [
+            float(r["time_s"]) - float(r["time_limit_s"])
+            for r in rows
+            if r["method"] == "lp" and _finite(r.get("time_s")) and _finite(r.get("time_limit_s"))
+        ]
+        past = max(overrun, default=0.0)
         w(
             "- Run with `--no-isolate`: a time limit is then the method's own, not a hard stop. The optimal LP "
             "returns its best certified mechanism at its limit and then audits it over every pair, so its times "
-            "run past the limit (by up to about 100 s here)."
+            "can run past the limit" + (f" (by up to {past:,.0f} s here)." if past > 0 else " (none did here).")
         )
     if note:
         w(f"- {note}")
@@ -631,9 +665,11 @@ def build_report(folder: Path, *, note: str = "") -> str:
             f"{_range(_cells(rows, 'time_s', 'paper'), 'panda-e', ks, 1)} | |"
         )
     if any(("lp", k) in time_a for k in ks):
+        paper_lp_s = " / ".join(dict.fromkeys(PAPER_TABLE2_ROME_S["lp"]))
         w(
-            f"| LP (optimal; runs that reached the 0.5 % gap) | {avg(loss_a, 'lp'):,.0f} | - (> 1,800 s) | "
-            f"{_range(time_a, 'lp', ks, 1)} | > 1,800 |"
+            f"| LP (optimal; runs that reached the {100 * _lp_setting(rows, 'gap_target'):g} % gap) | "
+            f"{avg(loss_a, 'lp'):,.0f} | {' / '.join(dict.fromkeys(PAPER_TABLE4_ROME_M['lp']))} ({paper_lp_s} s) | "
+            f"{_range(time_a, 'lp', ks, 1)} | {paper_lp_s} |"
         )
     w("")
     lp_table = _optimal_lp_table(rows, ks)
@@ -644,9 +680,10 @@ def build_report(folder: Path, *, note: str = "") -> str:
             "`build_lp`'s certified solver (`panda.optimal`): row generation per right entry, rounds by restarted "
             "PDHG or warm dual simplex, after every round an exactly repaired mechanism (audited over every pair: "
             "the upper bound, its loss the *certified loss*) and a weak-duality lower bound. The bound shown holds "
-            "for every eps-mDP mechanism over these outputs, with or without the floor eta = 1e-6; the solver "
-            "stops when its gap against the floored LP's bound reaches 0.5 %, so the gap against every mechanism "
-            "can be larger by up to the floor's cost. Loss over X under the uniform prior (the LP's objective), "
+            "for every eps-mDP mechanism over these outputs, with or without the floor eta = "
+            f"{_num(_lp_setting(rows, 'eta'))}; the solver stops when its gap against the floored LP's bound reaches "
+            f"{100 * _lp_setting(rows, 'gap_target'):g} %, so the gap against every mechanism can be larger by up "
+            f"to the floor's cost. Loss over X under the {spec.get('prior', 'uniform')} prior (the LP's objective), "
             "mean ± 1.96 x std over the repetitions. A run stopped by its time limit still returns its best "
             "certified mechanism and both bounds: it counts here (the last row says how many reached the target), "
             "while Tables 4 and 2 show only runs that reached it; its time is then the limit plus the final audit."
@@ -682,10 +719,11 @@ def build_report(folder: Path, *, note: str = "") -> str:
     )
     w("")
     w(
-        "mDP violation rate: share of audited record pairs (all pairs up to 20,000, else the users' pairs plus 20,000 "
-        "random pairs) whose rows break eps-mDP; for PAnDA the record-level matrix is the surrogate mixture "
-        "(each record's anchor draws). PmDP: share of user pairs whose exact probability of an eps-mDP violation, over "
-        "the anchor draws, exceeds delta = 1e-7 (the paper's guarantee)."
+        f"mDP violation rate: share of audited record pairs (all pairs up to {spec['audit_sample_pairs']:,}, else the "
+        f"users' pairs plus {spec['audit_sample_pairs']:,} random pairs) whose rows break eps-mDP; for PAnDA the "
+        "record-level matrix is the surrogate mixture (each record's anchor draws). PmDP: share of user pairs whose "
+        "exact probability of an eps-mDP violation, over the anchor draws, exceeds delta = "
+        f"{_num(PAPER_DELTA)} (the paper's guarantee)."
     )
     w("")
     w(_audit_table(rows, ks, presets))
@@ -704,7 +742,8 @@ def build_report(folder: Path, *, note: str = "") -> str:
         "the anchor union with exponent eps d); the last three rows set PAnDA against the optimal LP over all of X "
         "in the same repetition (the table above). At the users' true records (the paper's measure, Table 4): "
         "PAnDA's loss over the optimal LP's; the LP's certificate is on its expected loss over X, not on this "
-        "one. Over X (the LP's objective, uniform prior; for PAnDA its record-level surrogate mixture, which "
+        f"one. Over X (the LP's objective, {spec.get('prior', 'uniform')} prior; for PAnDA its record-level "
+        "surrogate mixture, which "
         "serves a record far from every uploaded anchor through a far anchor): PAnDA's loss over the certified "
         "loss and over the lower bound on every eps-mDP mechanism, so PAnDA's ratio to the true optimum lies "
         "between these two rows. A ratio below 1 would mean a loss below what any eps-mDP mechanism can reach, "
@@ -714,38 +753,92 @@ def build_report(folder: Path, *, note: str = "") -> str:
     w(_panda_table(rows, ks, presets))
     w("")
     if not any(r["method"] in PANDA and _finite(r.get("approximation_ratio")) for r in rows):
+        off = [p for p in presets if not _preset_value(spec, p, "solve_relaxed")]
+        why = (
+            f"the specification turns the relaxed LP off for the {' and '.join(off)} preset"
+            f"{'s' if len(off) > 1 else ''} (`solve_relaxed = false`; it is not part of the mechanism)"
+            if off
+            else "no relaxed LP was solved in this run"
+        )
         w(
             "PAnDA's ratio to its own relaxed lower bound (LP objective / relaxed bound) is missing from this run: "
-            "`build_panda` no longer solves the relaxed LP (commit d2415c0, `solve_relaxed=False`: it is not part "
-            "of the mechanism's time), so the experiment rows have no `relaxed_lower_bound_m`. The previous run "
-            "(3 repetitions, before that commit) measured 1.13-1.54 for PAnDA-e (artifact preset, means per K)."
+            f"{why}, so the experiment rows have no `relaxed_lower_bound_m`."
         )
         w("")
 
     w("## Reading the gaps")
     w("")
     for para in _gaps_text(
-        rows, ks, loss_a, loss_p, time_a, viol_a, pmdp_a, pmdp_p, upv_a, union_a, union_p, p1_a, mg_a, relax_a, sel_rows
+        rows,
+        ks,
+        loss_a,
+        loss_p,
+        time_a,
+        viol_a,
+        pmdp_a,
+        pmdp_p,
+        upv_a,
+        union_a,
+        union_p,
+        p1_a,
+        mg_a,
+        relax_a,
+        sel_rows,
+        meta=meta,
     ):
         w(para)
         w("")
     w("## What was not run, and why")
     w("")
+    lp_ks = {int(r["K"]) for r in rows if r["method"] == "lp"}
+    lp_where = (
+        "The optimal LP itself runs at every K (above)"
+        if lp_ks and lp_ks >= set(ks)
+        else "The optimal LP runs at K = " + ", ".join(f"{k:,}" for k in sorted(lp_ks))
+        if lp_ks
+        else "The optimal LP was not run"
+    )
+    for m, k_max in max_k.items():
+        beyond = [(k, _paper_text(PAPER_TABLE2_ROME_S, m, k)) for k in K_PAPER if k > k_max]
+        paper_says = " / ".join(dict.fromkeys(t for _, t in beyond if t))
+        w(
+            f"- **{ex.METHOD_LABELS.get(m, m)} beyond K = {k_max:,}**: "
+            + (f"the paper reports {paper_says} s for it there; " if paper_says else "")
+            + "this run's specification (`max_K` in experiments/reproduction.toml) stops it there."
+        )
     if max_k:
         w(
-            f"- **{', '.join(ex.METHOD_LABELS.get(m, m) for m in max_k)} beyond K = {min(max_k.values()):,}**: the "
-            "paper reports > 1,800 s for them beyond K = 500; this run's specification "
-            "(`max_K` in experiments/reproduction.toml) stops them there. The optimal LP itself runs at every K "
-            "(above); its times at larger K on Rome alone on the machine are in docs/benchmarks.md."
+            f"- {lp_where}"
+            + ("; its times at larger K on Rome alone on the machine are in docs/benchmarks.md." if lp_ks else ".")
         )
+    paper_rows = _rows_of(rows, "panda-e", "paper")
+    if paper_rows:
+        upload, all_of_x = _uploads(rows, "paper")
+        k_top = max(int(r["K"]) for r in paper_rows)
+        top = [r for r in paper_rows if int(r["K"]) == k_top]
+        spent = [
+            float(r["time_s"]) + (float(r["audit_time_s"]) if _finite(r.get("audit_time_s")) else 0.0)
+            for r in top
+            if _finite(r.get("time_s"))
+        ]
+        w(
+            f"- **The paper preset beyond K = {paper_max_k:,}**: "
+            + (f"every user uploads {100 * upload:.0f} % of X on average, so " if math.isfinite(upload) else "")
+            + "the anchor union "
+            + ("is all of X" if all_of_x else "grows with K")
+            + " and the exact accounting and the PmDP audit run over all K^2/2 "
+            "pairs"
+            + (
+                f" (PAnDA-e took {sum(spent) / len(spent):,.0f} s a run at K = {k_top:,} here, its audits included)."
+                if spent
+                else "."
+            )
+        )
+    networks = ", ".join(spec.get("networks", []))
+    epsilons = ", ".join(_num(e) for e in spec.get("epsilons_per_km", []))
     w(
-        f"- **The paper preset beyond K = {spec.get('preset_max_k', {}).get('paper', max(ks)):,}**: every user "
-        "uploads about 60 % of X, so the anchor union is all of X and the exact accounting and the PmDP audit run "
-        "over all K^2/2 pairs (minutes at K = 2,000 on this machine)."
-    )
-    w(
-        "- **NYC and London, Tables 3 and 5** (taxi users), other epsilons: out of this run's budget; the same "
-        "command runs them with another TOML file."
+        "- **NYC and London, Tables 3 and 5** (taxi users), other epsilons: not in this run's specification "
+        f"(networks: {networks}; eps: {epsilons}/km); the same command runs them with another TOML file."
     )
     w("")
     w("## Reproduce")
@@ -819,8 +912,26 @@ def _detail_timing(rows, method: str, preset: str, k: int, phase: str) -> float:
 
 
 def _gaps_text(
-    rows, ks, loss_a, loss_p, time_a, viol_a, pmdp_a, pmdp_p, upv_a, union_a, union_p, p1_a, mg_a, relax_a, sel_rows
+    rows,
+    ks,
+    loss_a,
+    loss_p,
+    time_a,
+    viol_a,
+    pmdp_a,
+    pmdp_p,
+    upv_a,
+    union_a,
+    union_p,
+    p1_a,
+    mg_a,
+    relax_a,
+    sel_rows,
+    *,
+    meta: dict,
 ) -> list[str]:
+    spec = meta["spec"]
+
     def avg(cells, m):
         return _mean_of_means(cells, m, ks)
 
@@ -832,71 +943,241 @@ def _gaps_text(
     reps_text = f"our {n_reps} repetition{'s' if n_reps != 1 else ''}"
     em, embr, lpca = avg(loss_a, "em"), avg(loss_a, "em-br"), avg(loss_a, "lp-ca")
     pe = avg(loss_a, "panda-e")
-    paras.append(
-        f"**EM and EM+BR: close.** Our EM loses {em:,.0f} m on average over K, the paper {paper('em'):,.0f} m; "
-        f"EM+BR {embr:,.0f} m against {paper('em-br'):,.0f} m. Both mechanisms are fully specified (exp(-eps d / 2) "
-        "over 100 random outputs, then the Bayesian remap), so only the random instances differ, and "
-        f"{reps_text} against the paper's 10. Their audits find no violation, as expected of exact eps-mDP mechanisms."
+    (em_word, em_rel), (embr_word, embr_rel) = _closeness(em, paper("em")), _closeness(embr, paper("em-br"))
+    em_head = (
+        f"EM and EM+BR: {em_word} the paper's loss"
+        if em_word == embr_word
+        else f"EM {em_word} the paper's loss, EM+BR {embr_word} it"
     )
-    paras.append(
-        f"**LP+CA: ours loses less ({lpca:,.0f} m against {paper('lp-ca'):,.0f} m) and is much faster.** Our "
-        "LP+CA follows the paper's text: an 8 x 8 grid over the area and the full exponent eps d between the "
-        "non-empty cells' representatives. The published code used a 10 x 10 grid and eps d / 10 between "
-        "representatives, ten times more noise than the budget asks for, which is consistent with a loss near "
-        "2,200 m. An LP over at most 64 representatives takes HiGHS a fraction of a second; we cannot tell what the "
-        f"paper's 6-27 s include. Our audit finds {_pct(avg(viol_a, 'lp-ca'))} of record pairs violating eps-mDP "
-        "(records of neighbouring cells closer to each other than their representatives are); the paper reports "
-        f"{100 * PAPER_VIOLATION_LPCA:.2f} %, and we do not know how that was counted: a tenfold smaller exponent "
-        "should make violations rarer, not more frequent."
+    em_viol = [avg(viol_a, m) for m in ("em", "em-br")]
+    if not all(math.isfinite(v) for v in em_viol):
+        em_audit = "Their audits are missing from this run."
+    elif max(em_viol) == 0:
+        em_audit = "Their audits find no violation, as expected of exact eps-mDP mechanisms."
+    else:
+        em_audit = (
+            f"Their audits find {_pct(em_viol[0])} and {_pct(em_viol[1])} of record pairs violating eps-mDP, which "
+            "exact eps-mDP mechanisms should not show."
+        )
+    em_text = (
+        f"**{em_head}.** Our EM loses {em:,.0f} m on average over K, the paper {paper('em'):,.0f} m ({em_rel}); "
+        f"EM+BR {embr:,.0f} m against {paper('em-br'):,.0f} m ({embr_rel}). Both mechanisms are fully specified "
+        f"(exp(-eps d / 2) over {spec['n_outputs']} random outputs, then the Bayesian remap), so only the random "
+        f"instances differ, and {reps_text} against the paper's {PAPER_REPETITIONS}. {em_audit}"
     )
-    paras.append(
-        f"**PAnDA with the artifact preset: the utility is close, the privacy is not there.** With the published "
-        f"experiments' settings PAnDA-e loses {pe:,.0f} m on average ({_range(loss_a, 'panda-e', ks)} m over K) "
-        f"against the paper's {paper('panda-e'):,.0f} m; PAnDA-p ({avg(loss_a, 'panda-p'):,.0f} m) and PAnDA-l "
-        f"({avg(loss_a, 'panda-l'):,.0f} m) likewise, with wide spreads over {reps_text}. The anchor unions "
-        f"({_range(union_a, 'panda-e', ks)} records for PAnDA-e) are in the range the artifact itself produced "
-        "(85-217). But with Phase I's privacy cost computed exactly, the Phase-I share of eps*d alone is "
-        f"{_range(p1_a, 'panda-e', ks, 1)} times the whole budget (median over the constrained pairs) and the "
-        f"safety margin {_range(mg_a, 'panda-e', ks, 1)} times: every constrained anchor pair is over budget, its "
-        "exponent is clipped to 0, and the LP can only give the pair identical rows. Pairs further apart than 0.8 km "
-        "are not constrained at all, so the anchors fall into small groups, each with its own locally optimal "
-        "distribution: a low loss and no protection between groups. The exact PmDP audit shows it: "
-        f"{_pct(avg(pmdp_a, 'panda-e'))} of user pairs have a probability of an eps-mDP violation above delta "
-        f"= 1e-7 (the paper: violation rate below 1e-7), and the surrogates the users actually drew break eps-mDP for "
-        f"{_pct(avg(upv_a, 'panda-e'))} of user pairs. The budget split bears no resemblance to the paper's "
-        "24 / 9 / 67 %, which was computed with an accounting loop that read only the last element of each anchor "
-        "set (see the project's algorithm notes): computed exactly, Phase I alone costs several times the budget, "
-        "not a quarter of it."
+    if math.isfinite(em) or math.isfinite(embr):
+        paras.append(em_text)
+    lpca_word, lpca_rel = _closeness(lpca, paper("lp-ca"))
+    lpca_loss = {"close to": "loses about as much as the paper's", "below": "loses less", "above": "loses more"}.get(
+        lpca_word, "cannot be compared"
     )
+    t_ours, t_paper = avg(time_a, "lp-ca"), _paper_avg(PAPER_TABLE2_ROME_S, "lp-ca", ks)
+    if math.isfinite(t_ours) and math.isfinite(t_paper) and t_ours > 0:
+        speed = (
+            f"and is {t_paper / t_ours:,.0f} times faster"
+            if t_paper >= t_ours
+            else f"and is {t_ours / t_paper:,.1f} times slower"
+        )
+    else:
+        speed = "(no time to compare)"
+    grid = int(inspect.signature(_build_lp_ca).parameters["grid"].default)
+    fold = f"{1 / ARTIFACT_LPCA_SCALE:g}"
+    t_lo, t_hi = (_paper_text(PAPER_TABLE2_ROME_S, "lp-ca", k) for k in (min(ks), max(ks)))
+    viol_lpca = avg(viol_a, "lp-ca")
+    lpca_text = (
+        f"**LP+CA: ours {lpca_loss} ({lpca:,.0f} m against {paper('lp-ca'):,.0f} m, {lpca_rel}) {speed}.** Our "
+        f"LP+CA follows the paper's text: a grid of {grid} x {grid} cells over the area and the full exponent eps d "
+        f"between the non-empty cells' representatives. The published code used a grid of {ARTIFACT_LPCA_GRID} x "
+        f"{ARTIFACT_LPCA_GRID} cells and eps d / {fold} between representatives, {fold} times more noise than the "
+        "budget asks for"
+        + (", which is consistent with the paper's higher loss" if lpca_word == "below" else "")
+        + f". An LP over at most {grid * grid} representatives takes HiGHS {_range(time_a, 'lp-ca', ks, 2)} s here"
+        + (
+            f"; we cannot tell what the paper's {t_lo}-{t_hi} s include"
+            if t_lo and t_hi and math.isfinite(t_ours) and t_paper > t_ours
+            else ""
+        )
+        + f". Our audit finds {_pct(viol_lpca)} of record pairs violating eps-mDP"
+        + (
+            " (records of neighbouring cells closer to each other than their representatives are)"
+            if math.isfinite(viol_lpca) and viol_lpca > 0
+            else ""
+        )
+        + f"; the paper reports {100 * PAPER_VIOLATION_LPCA:.2f} %, and we do not know how that was counted"
+        + (
+            f": a {fold}-fold smaller exponent should make violations rarer, not more frequent."
+            if math.isfinite(viol_lpca) and viol_lpca < PAPER_VIOLATION_LPCA
+            else "."
+        )
+    )
+    if math.isfinite(lpca):
+        paras.append(lpca_text)
+    pe_word, pe_rel = _closeness(pe, paper("panda-e"))
+    others = "; ".join(
+        f"{ex.METHOD_LABELS[m]} {avg(loss_a, m):,.0f} m ({_closeness(avg(loss_a, m), paper(m))[0]} the paper's "
+        f"{paper(m):,.0f} m)"
+        for m in ("panda-p", "panda-l")
+        if math.isfinite(avg(loss_a, m))
+    )
+    pmdp_e = avg(pmdp_a, "panda-e")
+    private_a = math.isfinite(pmdp_e) and pmdp_e == 0
+    union_lo, union_hi = _minmax(union_a, "panda-e", ks)
+    in_range = ARTIFACT_ANCHOR_UNION[0] <= union_lo and union_hi <= ARTIFACT_ANCHOR_UNION[1]
+    p1_lo, p1_hi = _minmax(p1_a, "panda-e", ks)
+    mg_lo, mg_hi = _minmax(mg_a, "panda-e", ks)
+    over, constrained = _count_share(rows, "panda-e", "artifact", "n_over_budget_pairs", "n_constrained_pairs")
+    radius = _preset_value(meta["spec"], "artifact", "constraint_radius_km")
+    split = PAPER_BUDGET_SPLIT
+    p1_mean = avg(p1_a, "panda-e")
+    split_word = "close to" if _closeness(p1_mean, split["phase1"])[0] == "close to" else "far from"
+
+    def times_budget(lo: float, hi: float) -> str:
+        return f"{lo:.1f}-{hi:.1f} times the whole budget" if lo > 1 else f"{lo:.2f}-{hi:.2f} of eps*d"
+
+    text = (
+        f"**PAnDA with the artifact preset: the utility is {pe_word} the paper's, "
+        + ("and so is the privacy" if private_a else "the privacy is not there")
+        + f".** With the published experiments' settings PAnDA-e loses {pe:,.0f} m on average "
+        f"({_range(loss_a, 'panda-e', ks)} m over K) against the paper's {paper('panda-e'):,.0f} m ({pe_rel})"
+        + (f"; {others}" if others else "")
+        + f"; the spread over {reps_text} is in Table 4. "
+    )
+    if math.isfinite(union_lo):
+        text += (
+            f"The anchor unions ({_range(union_a, 'panda-e', ks)} records for PAnDA-e) are "
+            + ("within" if in_range else "not within")
+            + f" the range the artifact itself produced ({ARTIFACT_ANCHOR_UNION[0]}-{ARTIFACT_ANCHOR_UNION[1]}). "
+        )
+    if math.isfinite(p1_lo):
+        text += (
+            f"With Phase I's privacy cost computed exactly, the Phase-I share of eps*d alone is "
+            f"{times_budget(p1_lo, p1_hi)} (median over the constrained pairs) and the safety margin "
+            f"{times_budget(mg_lo, mg_hi)}"
+        )
+        if constrained:
+            text += (
+                ": every constrained anchor pair is over budget"
+                if over == constrained
+                else f": {_share_text(over, constrained)} of the constrained anchor pairs are over budget "
+                "(over every K and repetition)"
+            )
+            if over:
+                text += (
+                    "; an over-budget pair's exponent is clipped to 0, and the LP can only give the pair identical rows"
+                )
+        text += ". "
+    if radius is not None:
+        text += (
+            f"Pairs further apart than {_num(radius)} km are not constrained at all, so the anchors fall into small "
+            "groups, each with its own locally optimal distribution: a low loss and no protection between groups. "
+        )
+    text += (
+        ("The exact PmDP audit shows it: " if not private_a else "The exact PmDP audit finds ")
+        + f"{_pct(pmdp_e)} of user pairs have a probability of an eps-mDP violation above delta = "
+        f"{_num(PAPER_DELTA)} (the paper: {PAPER_VIOLATION_PANDA}), and the "
+        f"surrogates the users actually drew break eps-mDP for {_pct(avg(upv_a, 'panda-e'))} of user pairs."
+    )
+    if math.isfinite(p1_mean):
+        text += (
+            f" The budget split is {split_word} the paper's {100 * split['phase1']:.0f} / "
+            f"{100 * split['margin']:.0f} / {100 * split['phase2']:.0f} %, which was computed with an accounting "
+            "loop that read only the last element of each anchor set (see the project's algorithm notes): computed "
+            f"exactly, Phase I alone costs {times_budget(p1_lo, p1_hi)}, against the paper's "
+            f"{100 * split['phase1']:.0f} %."
+        )
+    paras.append(text)
     if loss_p:
         pp = avg(loss_p, "panda-e")
-        paras.append(
-            "**PAnDA with the paper preset: (almost) private, at the price of all utility.** Under the paper's own "
-            "definitions the selection probability beyond gamma is h(gamma), about 0.6, so each user uploads about "
-            f"60 % of X and the anchor union is all of X ({_range(union_p, 'panda-e', ks)} records). With so many "
-            "anchors selected independently, the success target 1 - delta is out of reach for every anchor pair "
-            "(no finite safety margin exists), so every pair is over budget and all rows must be identical: one "
-            "output distribution for everybody, whatever their location. The "
-            f"loss is {pp:,.0f} m on average, {pp / pe:,.0f} times the artifact preset's, worse than EM. Even so, "
-            f"{_pct(avg(pmdp_p, 'panda-e'))} of user pairs keep a violation probability above delta: with identical "
-            "rows a violation can only come from Phase I itself, for the pairs whose Phase-I cost alone exceeds eps, "
-            "which no Phase II can repair. This is what the paper's text specifies; it is why the published "
-            "experiments changed the settings."
+        pmdp_pp = avg(pmdp_p, "panda-e")
+        far = _column_values(rows, "panda-e", "paper", "far_value")
+        upload, all_of_x = _uploads(rows, "paper")
+        unreachable, n_pairs = _count_share(
+            rows, "panda-e", "paper", "n_unreachable_target_pairs", "n_constrained_pairs"
         )
+        over_p, _ = _count_share(rows, "panda-e", "paper", "n_over_budget_pairs", "n_constrained_pairs")
+        if math.isfinite(pmdp_pp) and pmdp_pp == 0:
+            privacy = "private"
+        elif math.isfinite(pmdp_pp) and math.isfinite(pmdp_e) and pmdp_pp < pmdp_e:
+            privacy = "closer to private"
+        else:
+            privacy = "not private either"
+        em_loss = avg(loss_a, "em")
+        cost = "at the price of all utility" if math.isfinite(em_loss) and pp > em_loss else "at a price in utility"
+        text = (
+            f"**PAnDA with the paper preset: {privacy}, {cost}.** Under the paper's own definitions the selection "
+            "probability beyond gamma is h(gamma)"
+            + (f", {sum(far) / len(far):.2g} on average here" if far else "")
+            + (f", so each user uploads {100 * upload:.0f} % of X on average" if math.isfinite(upload) else "")
+            + " and the anchor union "
+            + ("is all of X" if all_of_x else "is a large part of X")
+            + f" ({_range(union_p, 'panda-e', ks)} records)."
+        )
+        if n_pairs:
+            text += (
+                " With so many anchors selected independently, the success target 1 - delta is out of reach for "
+                + (
+                    "every anchor pair"
+                    if unreachable == n_pairs
+                    else f"{_share_text(unreachable, n_pairs)} of the anchor pairs"
+                )
+                + " (no finite safety margin exists for them), and "
+                + (
+                    "every pair is over budget, so all rows must be identical: one output distribution for "
+                    "everybody, whatever their location."
+                    if over_p == n_pairs
+                    else f"{_share_text(over_p, n_pairs)} of the pairs are over budget."
+                )
+            )
+        text += f" The loss is {pp:,.0f} m on average, {pp / pe:,.0f} times the artifact preset's" + (
+            f", {'worse' if pp > em_loss else 'better'} than EM ({em_loss:,.0f} m)." if math.isfinite(em_loss) else "."
+        )
+        if math.isfinite(pmdp_pp) and pmdp_pp > 0:
+            text += (
+                f" Even so, {_pct(pmdp_pp)} of user pairs keep a violation probability above delta: with identical "
+                "rows a violation can only come from Phase I itself, for the pairs whose Phase-I cost alone exceeds "
+                "eps, which no Phase II can repair."
+            )
+        elif math.isfinite(pmdp_pp):
+            text += " No user pair keeps a violation probability above delta."
+        text += " This is what the paper's text specifies; it is why the published experiments changed the settings."
+        paras.append(text)
     tpe = avg(time_a, "panda-e")
-    cpu_lp = _cells(rows, "cpu_time_s", "artifact").get(("lp", 500))
-    wall_lp = time_a.get(("lp", 500))
-    cpu_text = ""
-    if cpu_lp is not None and cpu_lp.n_solved and wall_lp is not None and wall_lp.n_solved:
-        cpu_text = (
-            f": the full LP at K = 500 took {wall_lp.mean:,.0f} s of wall time and {cpu_lp.mean:,.0f} s of CPU time"
-        )
+    cpu_a = _cells(rows, "cpu_time_s", "artifact")
+    k_cpu = next(
+        (
+            k
+            for k in ks
+            if ("lp", k) in cpu_a and cpu_a[("lp", k)].n_solved and ("lp", k) in time_a and time_a[("lp", k)].n_solved
+        ),
+        None,
+    )
+    cpu_text = (
+        f": the full LP at K = {k_cpu:,} took {time_a[('lp', k_cpu)].mean:,.0f} s of wall time and "
+        f"{cpu_a[('lp', k_cpu)].mean:,.0f} s of CPU time"
+        if k_cpu is not None
+        else ""
+    )
     relax = avg(relax_a, "panda-e")
-    kmax = max(ks)
+    kmin, kmax = min(ks), max(ks)
     sel = _detail_timing(rows, "panda-e", "artifact", kmax, "selection_model")
     lpt = _detail_timing(rows, "panda-e", "artifact", kmax, "anpo_lp")
+    t_top = time_a[("panda-e", kmax)].mean if ("panda-e", kmax) in time_a else float("nan")
+    t_low = time_a[("panda-e", kmin)].mean if ("panda-e", kmin) in time_a else float("nan")
+    p_low, p_top = (_paper_text(PAPER_TABLE2_ROME_S, "panda-e", k) for k in (kmin, kmax))
+    growth = t_top / t_low if t_low > 0 else float("nan")
+    paper_growth = _paper_mean(p_top) / _paper_mean(p_low) if p_low and p_top else float("nan")
+    if math.isfinite(growth) and math.isfinite(paper_growth) and kmax > kmin:
+        grows = (
+            f"PAnDA grows {'slower' if growth < paper_growth else 'no slower'} with K here than in the paper "
+            f"({growth:,.1f}x from K = {kmin:,} to {kmax:,}, the paper {paper_growth:,.1f}x)"
+        )
+    else:
+        grows = "PAnDA's time"
+    lp_floor = _preset_value(meta["spec"], "artifact", "lp_floor")
+    rest = t_top - lpt
+    workers = _instances_at_once(meta.get("runs", []))
     paras.append(
-        "**Time: PAnDA grows slower with K here than in the paper.** Our PAnDA-e takes "
+        f"**Time: {grows}.** Our PAnDA-e takes "
         f"{_range(time_a, 'panda-e', ks, 2)} "
         f"s over K (mean {tpe:.2f} s) for everything"
         + (
@@ -904,13 +1185,20 @@ def _gaps_text(
             if math.isfinite(relax) and relax > 0
             else ""
         )
-        + "; the paper reports 0.21-25.67 s for the LP solve alone. At K = "
-        f"{kmax:,} our AnPO LP takes {lpt:.2f} s: only near pairs' constraints are written (with the floor "
-        "eta = 1e-6 the others are implied, exactly) and HiGHS solves the small LP directly, where the paper used "
-        f"MATLAB and a Benders decomposition. Most of the rest ({sel:.2f} s at K = {kmax:,}) is the selection model "
-        "over all of X. Our EM and EM+BR times are measured (the paper printed '<= 0.005' for EM). All times are "
-        "wall clock on a 2-core machine running two instances at a time (Setup); rows.csv also holds each method's "
-        "CPU time "
+        + (f"; the paper reports {p_low}-{p_top} s for the LP solve alone" if p_low and p_top else "")
+        + f". At K = {kmax:,} our AnPO LP takes {lpt:.2f} s: only near pairs' constraints are written (with the floor "
+        f"eta = {_num(lp_floor)} the others are implied, exactly) and HiGHS solves the small LP directly, where the "
+        "paper used MATLAB and a Benders decomposition. "
+        + (
+            f"{'Most' if sel >= rest / 2 else 'Part'} of the rest ({sel:.2f} s of {rest:.2f} s at K = {kmax:,}) is "
+            "the selection model over all of X. "
+            if math.isfinite(sel) and math.isfinite(rest) and rest > 0
+            else ""
+        )
+        + f"Our EM and EM+BR times are measured (the paper printed '{PAPER_TABLE2_ROME_S['em'][0]}' for EM). All "
+        f"times are wall clock on a machine with {meta.get('machine', {}).get('cpu_count')} cores"
+        + (f" running {workers} instances at a time" if workers else "")
+        + " (Setup); rows.csv also holds each method's CPU time "
         f"(cpu_time_s){cpu_text}."
     )
     opt = _optimal_lp_rows(rows)
@@ -965,10 +1253,18 @@ def _gaps_text(
             + ", ".join(f"{k:,}" for k in bare)
             + " no run had a certificate when its time limit stopped it)"
         )
+        eta = _lp_setting(rows, "eta")
+        unsolved_paper = [(k, t) for k, t in zip(K_PAPER, PAPER_TABLE2_ROME_S["lp"], strict=True) if t.startswith(">")]
+        paper_lp = (
+            f", where the paper reports {unsolved_paper[0][1]} s from K = {unsolved_paper[0][0]:,} on"
+            if unsolved_paper and len({t for _, t in unsolved_paper}) == 1
+            else ""
+        )
         text = (
-            f"**The optimal LP is {lead} {where}** ({n_ok} of {len(lp_runs)} runs reached the 0.5 % target "
-            f"within the limit; {_range(time_a, 'lp', ks, 1)} s over K for those), where the paper reports > 1,800 s "
-            "from K = 500 on. The floor eta = 1e-6 leaves only the pairs closer than ln(1/eta)/eps = 2.8 km, and "
+            f"**The optimal LP is {lead} {where}** ({n_ok} of {len(lp_runs)} runs reached the "
+            f"{100 * _lp_setting(rows, 'gap_target'):g} % target within the limit; {_range(time_a, 'lp', ks, 1)} s "
+            f"over K for those){paper_lp}. The floor eta = {_num(eta)} leaves only the pairs closer than "
+            f"ln(1/eta)/eps = {math.log(1 / eta) / PAPER_EPS_PER_KM:.1f} km, and "
             "`build_lp`'s certified solver adds the violated pair rows round by round (per right entry; here by "
             f"{' and '.join(solvers) or 'its default solver'}): its mechanism is an exact repair of a round's point, "
             "exactly eps-mDP and audited over every pair, and a weak-duality lower bound proves how far from the "
@@ -998,15 +1294,17 @@ def _gaps_text(
             text += " Outcomes other than solved: " + "; ".join(bad) + "."
         paras.append(text)
     for m in ("lp-bd", "lp-em"):
-        n_ok, n_all, bad = _status_summary(rows, m, 500)
-        if not n_all:
+        m_ks = sorted({int(r["K"]) for r in rows if r["method"] == m})
+        if not m_ks:
             continue
-        cell = loss_a.get((m, 500))
-        tcell = time_a.get((m, 500))
-        paper_loss = PAPER_TABLE4_ROME_M[m][0]
-        paper_time = PAPER_TABLE2_ROME_S[m][0]
+        k0 = m_ks[0]
+        n_ok, n_all, bad = _status_summary(rows, m, k0)
+        cell = loss_a.get((m, k0))
+        tcell = time_a.get((m, k0))
+        paper_loss = PAPER_TABLE4_ROME_M[m][K_PAPER.index(k0)] if k0 in K_PAPER else "-"
+        paper_time = PAPER_TABLE2_ROME_S[m][K_PAPER.index(k0)] if k0 in K_PAPER else "-"
         text = (
-            f"**{ex.METHOD_LABELS[m]} at K = 500:** {n_ok} of {n_all} repetitions solved within the limit "
+            f"**{ex.METHOD_LABELS[m]} at K = {k0:,}:** {n_ok} of {n_all} repetitions solved within the limit "
             f"(time: {_fmt_cell(tcell, 'time_s').removesuffix(' s')} s, the paper's {paper_time} s"
         )
         if cell is not None and cell.n_solved:
@@ -1019,10 +1317,12 @@ def _gaps_text(
             text += (
                 " This is the method the published code ran (functions/myBDToolbox of the authors' repository): "
                 "Benders decomposition, over k-means clusters of the records, of the LP constrained only on record "
-                "pairs closer than 0.8 km, stopped at a 10 % gap or after 100 iterations. That LP is a relaxation "
-                "of the optimal one: its mechanism is not eps-mDP (the audit shows it when there is one) and its "
-                "loss may lie below the full LP's. Unlike the published code, its lower bound counts the boundary "
-                "cost once, so it is a true bound on the relaxation (rows.csv gives the bounds and iterations)."
+                f"pairs closer than {_num(_lp_bd.PAPER_PAIR_RADIUS_KM)} km, stopped at a "
+                f"{100 * _lp_bd.PAPER_GAP:g} % gap or after {_lp_bd.PAPER_MAX_ITERATIONS} iterations. That LP is a "
+                "relaxation of the optimal one: its mechanism is not eps-mDP (the audit shows it when there is one) "
+                "and its loss may lie below the full LP's. Unlike the published code, its lower bound counts the "
+                "boundary cost once, so it is a true bound on the relaxation (rows.csv gives the bounds and "
+                "iterations)."
             )
         paras.append(text)
     same = pairs = 0
@@ -1034,23 +1334,43 @@ def _gaps_text(
         pairs += 1
         if r["anchor_union"] == other["anchor_union"] and abs(r["users_loss_m"] - other["users_loss_m"]) < 1e-6:
             same += 1
-    if pairs:
+    gammas = _column_values(rows, "panda-e", "artifact", "gamma_km")
+    if pairs and same:
         paras.append(
-            f"**PAnDA-e and PAnDA-l coincide in {same} of {pairs} repetitions.** The artifact's rescaled forms "
-            "0.95 exp(-0.2 d) and 1.9 / (1 + exp(0.4 d)) agree to first order in d, both fall to the same floor "
-            "0.95e-4 beyond gamma, gamma is only 0.2-0.6 km, and the two variants share the mechanism seed here, so "
-            "the "
-            "same uniform draws select the same anchors. In the published setup too, PAnDA-e and PAnDA-l are nearly "
-            "the same mechanism."
+            f"**PAnDA-e and PAnDA-l coincide in {'all' if same == pairs else same} of {pairs} repetitions.** The "
+            "artifact's rescaled forms 0.95 exp(-0.2 d) and 1.9 / (1 + exp(0.4 d)) agree to first order in d, both "
+            "fall to the same floor 0.95e-4 beyond gamma"
+            + (f", gamma is {min(gammas):.1f}-{max(gammas):.1f} km here" if gammas else "")
+            + ", and the two variants share the mechanism seed, so the same uniform draws select the same anchors. "
+            "In the published setup too, PAnDA-e and PAnDA-l are nearly the same mechanism."
+        )
+    elif pairs:
+        paras.append(
+            f"**PAnDA-e and PAnDA-l differ in every one of {pairs} repetitions**, although the artifact's rescaled "
+            "forms 0.95 exp(-0.2 d) and 1.9 / (1 + exp(0.4 d)) agree to first order in d and the two variants "
+            "share the mechanism seed."
+        )
+    by_k: dict[int, list[float]] = {}
+    for r in _rows_of(rows, "panda-e", "artifact"):
+        if _finite(r.get("users_loss_m")):
+            by_k.setdefault(int(r["K"]), []).append(float(r["users_loss_m"]))
+    spreads = {k: max(v) - min(v) for k, v in by_k.items() if len(v) > 1}
+    instance = f"which {spec['n_users']} users, which task"
+    if spreads:
+        k_wide = max(spreads, key=spreads.get)
+        spread = (
+            f"**Spread.** Over {reps_text} one instance ({instance}) moves PAnDA-e's loss by up to "
+            f"{spreads[k_wide]:,.0f} m (K = {k_wide:,}), and with so few repetitions the half-widths are themselves "
+            "uncertain."
+        )
+    else:
+        spread = (
+            "**Spread.** One repetition gives no half-width at all, and cannot show how much one instance "
+            f"({instance}) moves the loss."
         )
     paras.append(
-        (
-            f"**Spread.** {n_reps} repetitions give wide and unstable half-widths"
-            if n_reps > 1
-            else "**Spread.** One repetition gives no half-width at all"
-        )
-        + ": one instance (which 50 users, which task) moves PAnDA's loss by more than 100 m. The paper used 10 "
-        "repetitions; read every cell here as one or few draws, not as a mean."
+        spread + f" The paper used {PAPER_REPETITIONS} repetitions; read every cell here as one or few draws, not as "
+        "a mean."
     )
     return paras
 

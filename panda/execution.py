@@ -84,6 +84,7 @@ from typing import Any
 from panda.threads import cores
 
 __all__ = [
+    "default_priority",
     "HIGH",
     "LOW",
     "SCHEDULER_ENV",
@@ -144,6 +145,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Environment variable naming the folder where each running job leaves a file named by its worker's
 #: pid (default: one folder per user in the temporary directory, shared by every worker of the machine).
 RUNNING_DIR_ENV = "PANDA_RUNNING_JOBS_DIR"
+
 
 def worker_pre_spawn_environ() -> dict:
     """The environment Dask's nanny sets before it starts a local worker process: Dask's own
@@ -442,6 +444,11 @@ class _Reporter:
         self._worker.log_event(EVENT_TOPIC, msg)
 
 
+def default_priority(fn: Callable[..., Any]) -> int:
+    """A job's own priority (:func:`panda.jobs.interactive_job`, :func:`panda.jobs.long_job`), HIGH if it has none."""
+    return int(getattr(fn, "priority", HIGH))
+
+
 def _takes_progress(fn: Callable[..., Any]) -> bool:
     try:
         return "progress" in inspect.signature(fn).parameters
@@ -454,7 +461,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _execute(target: str | Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _execute(target: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Run one job on a worker (the Dask task of every job): announce its start, turn failures into JobError."""
     from distributed import get_worker
 
@@ -462,12 +469,7 @@ def _execute(target: str | Callable[..., Any], args: tuple, kwargs: dict) -> Any
     key = str(worker.get_current_task())
     worker.log_event(EVENT_TOPIC, {"key": key, "event": "start", "worker": worker.address, "pid": os.getpid()})
     try:
-        if isinstance(target, str):
-            from panda.jobs import JOBS
-
-            fn = JOBS[target]
-        else:
-            fn = target
+        fn = target
         if _takes_progress(fn):
             kwargs = {**kwargs, "progress": _Reporter(worker, key)}
         from panda import _pdhg_blocks
@@ -928,23 +930,16 @@ class Executor:
     # --- jobs ------------------------------------------------------------------------------------
 
     def _submit(
-        self, target: str | Callable[..., Any], args: tuple, kwargs: dict, priority: int | None, key: str | None
+        self, target: Callable[..., Any], args: tuple, kwargs: dict, priority: int | None, key: str | None
     ) -> _Flight:
         if self.closed:
             msg = "the computing cluster was shut down"
             raise JobError(msg)
-        if isinstance(target, str):
-            from panda.jobs import JOB_PRIORITY, JOBS
-
-            if target not in JOBS:
-                msg = f"Unknown job {target!r}; known: {sorted(JOBS)}."
-                raise ValueError(msg)
-            label = target
-            if priority is None:
-                priority = JOB_PRIORITY.get(target, HIGH)
-        else:
-            label = getattr(target, "__name__", "job")
-        priority = HIGH if priority is None else int(priority)
+        if not callable(target):
+            msg = f"A job is a function the workers can import (panda.jobs); got {target!r}."
+            raise TypeError(msg)
+        label = getattr(target, "__name__", "job")
+        priority = default_priority(target) if priority is None else int(priority)
         self._recover()  # a local cluster whose scheduler stopped: a new one
         client = self.client  # JobError when the cluster cannot be reached
         base = key or job_key(label, args, kwargs)
@@ -980,7 +975,7 @@ class Executor:
 
     def submit(
         self,
-        fn: str | Callable[..., Any],
+        fn: Callable[..., Any],
         *args: Any,
         priority: int | None = None,
         key: str | None = None,
@@ -988,8 +983,8 @@ class Executor:
     ) -> Any:
         """Start job ``fn(*args, **kwargs)`` and return its ``distributed.Future`` at once.
 
-        ``fn`` is a name of :data:`panda.jobs.JOBS` or a function the workers can import (a module-level
-        function of an importable module); if it has a ``progress`` parameter it gets the reporter.
+        ``fn`` is a function the workers can import (a module-level function of an importable module, such as
+        :mod:`panda.jobs`); if it has a ``progress`` parameter it gets the reporter.
         Equal jobs in flight share one computation (and one key). Wait with :meth:`result`.
         """
         flight = self._submit(fn, args, kwargs, priority, key)
@@ -1018,7 +1013,7 @@ class Executor:
 
     def run(
         self,
-        fn: str | Callable[..., Any],
+        fn: Callable[..., Any],
         *args: Any,
         timeout_s: float,
         priority: int | None = None,
@@ -1033,13 +1028,12 @@ class Executor:
         Parameters
         ----------
         fn
-            A name of :data:`panda.jobs.JOBS` (``"run_panda"``, ...) or an importable function.
+            A module-level function the workers can import (:mod:`panda.jobs`: ``run_panda_job``, ...).
         timeout_s
             Seconds the job may run once a worker has started it; past them it is stopped and its
             worker restarted (:class:`JobTimeout`).
         priority
-            :data:`HIGH` (interactive) or :data:`LOW` (long); default: the job's entry of
-            :data:`panda.jobs.JOB_PRIORITY`, else HIGH.
+            :data:`HIGH` (interactive) or :data:`LOW` (long); default: the job's own (:func:`default_priority`).
         progress
             ``progress(phase, fraction)``, called in this thread with the job's progress messages.
         key
@@ -1075,9 +1069,7 @@ class Executor:
             flight = self._submit(fn, args, kwargs, priority, key)
             return self._wait(flight, float(timeout_s), progress, keep_waiting)
         if priority is None:
-            from panda.jobs import JOB_PRIORITY
-
-            priority = JOB_PRIORITY.get(fn, HIGH) if isinstance(fn, str) else HIGH
+            priority = default_priority(fn)
         # Interactive and long jobs have slots of their own: a session's slider never waits for its own curve.
         slots = (owner, "interactive" if int(priority) >= HIGH else "long")
         rank = self._enter(slots, progress, keep_waiting)

@@ -1,32 +1,65 @@
-"""The dashboard's heavy computations as named jobs, run by :mod:`panda.execution` on Dask workers.
+"""The dashboard's heavy computations as job functions, run by :mod:`panda.execution` on Dask workers.
 
-Each job is ``JOBS[name](*args, progress)``: plain, picklable arguments (instances, config items as
-sorted ``(field, value)`` tuples, numbers), a ``progress(phase, fraction)`` callback last, and a
-picklable return value. The workers import this module (``panda.jobs``), so it imports neither
-streamlit nor the dashboard: on a cluster of several machines every worker runs from the project's
-checkout (or an installed ``panda``) of the same version as the server.
+A job is a module-level function submitted itself (``executor.run(run_panda_job, instance, ...)``): plain,
+picklable arguments (instances, config items as sorted ``(field, value)`` tuples, numbers), a
+``progress(phase, fraction)`` callback last, and a picklable return value. The workers import this module
+(``panda.jobs``), so it imports neither streamlit nor the dashboard: on a cluster of several machines every
+worker runs from the project's checkout (or an installed ``panda``) of the same version as the server.
 
-:data:`JOB_PRIORITY` says which jobs are interactive (a student waits for them after moving a
-slider: :data:`panda.execution.HIGH`) and which are long (sweeps, trade-off curves:
-:data:`panda.execution.LOW`); a caller may override it per call (the optimal-LP baseline is long).
+Each job says its default priority: :func:`interactive_job` (a student waits for it after moving a slider:
+:data:`panda.execution.HIGH`) or :func:`long_job` (sweeps, trade-off curves: :data:`panda.execution.LOW`); a
+caller may override it per call (the optimal-LP baseline is long).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["JOBS", "JOB_PRIORITY"]
+from panda.execution import HIGH, LOW
+
+__all__ = [
+    "interactive_job",
+    "long_job",
+    "run_panda_job",
+    "delta_sweep_job",
+    "baseline_job",
+    "baseline_numbers_job",
+    "audit_panda_job",
+    "tradeoff_curve_job",
+    "relaxed_lower_bound_job",
+    "repeated_reports_job",
+    "attacker_errors_job",
+    "mechanism_numbers_job",
+    "users_numbers_job",
+    "score_round_job",
+]
+
+_Job = TypeVar("_Job", bound=Callable[..., Any])
 
 
-def _job_run_panda(instance, items, seed, progress):
+def interactive_job(fn: _Job) -> _Job:
+    """Mark a job interactive: someone waits for it (its default priority is :data:`panda.execution.HIGH`)."""
+    fn.priority = HIGH  # type: ignore[attr-defined]
+    return fn
+
+
+def long_job(fn: _Job) -> _Job:
+    """Mark a job long (sweeps, curves): it yields to interactive ones (:data:`panda.execution.LOW`)."""
+    fn.priority = LOW  # type: ignore[attr-defined]
+    return fn
+
+
+@interactive_job
+def run_panda_job(instance, items, seed, progress):
     """One PAnDA run; ``items``: the config as ``(field, value)`` pairs."""
     import panda
 
     return panda.run_panda(instance, panda.PandaConfig(**dict(items)), seed=seed, progress=progress)
 
 
-def _job_delta_sweep(instance, items, seed, deltas, progress):
+@long_job
+def delta_sweep_job(instance, items, seed, deltas, progress):
     """PAnDA at several delta values (no lower bound): violation rate, flagged pairs and loss per delta."""
     import panda
 
@@ -48,7 +81,8 @@ def _job_delta_sweep(instance, items, seed, deltas, progress):
     return rows
 
 
-def _job_baseline(instance, name, epsilon_per_km, options, progress):
+@interactive_job
+def baseline_job(instance, name, epsilon_per_km, options, progress):
     """Build a baseline mechanism (``panda.mechanisms.BASELINES[name]``); ``options``: keywords as pairs."""
     from panda.mechanisms import BASELINES
 
@@ -56,19 +90,21 @@ def _job_baseline(instance, name, epsilon_per_km, options, progress):
     return BASELINES[name](instance, epsilon_per_km, **dict(options))
 
 
-def _job_baseline_numbers(instance, name, epsilon_per_km, options, progress):
+@interactive_job
+def baseline_numbers_job(instance, name, epsilon_per_km, options, progress):
     """Build a baseline mechanism and measure it (:func:`panda.audit.mechanism_numbers`) in one job.
 
     What the Lesson shows of a new mechanism: one trip through the queue, and the matrix is not sent back.
     """
     from panda.audit import mechanism_numbers
 
-    mech = _job_baseline(instance, name, epsilon_per_km, options, progress)
+    mech = baseline_job(instance, name, epsilon_per_km, options, progress)
     progress("the exact audit of every pair", 0.9)
     return mech, mechanism_numbers(instance, mech, epsilon_per_km)
 
 
-def _job_audit_panda(result, instance, n_record_pairs, progress):
+@interactive_job
+def audit_panda_job(result, instance, n_record_pairs, progress):
     """Audit a PAnDA run exactly for (eps, delta)-PmDP (``panda.pmdp.audit_panda``)."""
     from panda.pmdp import audit_panda
 
@@ -76,7 +112,8 @@ def _job_audit_panda(result, instance, n_record_pairs, progress):
     return audit_panda(result, instance, n_record_pairs=n_record_pairs, seed=0)
 
 
-def _job_tradeoff_curve(instance, methods, epsilons, panda_items, seed, lp_time_limit_s, options, progress):
+@long_job
+def tradeoff_curve_job(instance, methods, epsilons, panda_items, seed, lp_time_limit_s, options, progress):
     """``panda.tradeoff.tradeoff_curve``; ``options``: its keyword settings as ``(name, value)`` pairs."""
     import panda
     from panda.tradeoff import tradeoff_curve
@@ -94,7 +131,8 @@ def _job_tradeoff_curve(instance, methods, epsilons, panda_items, seed, lp_time_
     )
 
 
-def _job_relaxed_lower_bound(cost, pairs_i, pairs_j, exponent, eta, time_limit_s, solver, progress):
+@interactive_job
+def relaxed_lower_bound_job(cost, pairs_i, pairs_j, exponent, eta, time_limit_s, solver, progress):
     """Solve the Relaxed AnPO of a PAnDA view (``panda.lp.solve_mdp_lp`` on its anchor pairs); metres."""
     import time
 
@@ -106,7 +144,8 @@ def _job_relaxed_lower_bound(cost, pairs_i, pairs_j, exponent, eta, time_limit_s
     return {"status": rel.lp.status, "objective_m": float(rel.objective), "time_s": time.perf_counter() - t0}
 
 
-def _job_repeated_reports(instance, matrices, epsilon_per_km, seed, progress):
+@interactive_job
+def repeated_reports_job(instance, matrices, epsilon_per_km, seed, progress):
     """Measure the Bayes attacker's error after 1..20 reports (``panda.repeated``) per ``(name, matrix)``."""
     from panda.repeated import attacker_error_vs_k
 
@@ -120,7 +159,8 @@ def _job_repeated_reports(instance, matrices, epsilon_per_km, seed, progress):
     return out
 
 
-def _job_attacker_errors(instance, matrix, true_prior, attacker_priors, progress):
+@interactive_job
+def attacker_errors_job(instance, matrix, true_prior, attacker_priors, progress):
     """Measure the attacker's error (m) on one matrix, people spread by ``true_prior``, per belief.
 
     The attacker believes each of ``attacker_priors`` in turn (the prior changes the attacker's
@@ -133,7 +173,8 @@ def _job_attacker_errors(instance, matrix, true_prior, attacker_priors, progress
     return [float(adversary_error_m(matrix, true_prior, distance_m, attacker_prior=q)) for q in attacker_priors]
 
 
-def _job_mechanism_numbers(instance, mechanism, epsilon_per_km, progress):
+@interactive_job
+def mechanism_numbers_job(instance, mechanism, epsilon_per_km, progress):
     """Audit a mechanism exactly, with its attacker's error and loss (:func:`panda.audit.mechanism_numbers`)."""
     from panda.audit import mechanism_numbers
 
@@ -141,7 +182,8 @@ def _job_mechanism_numbers(instance, mechanism, epsilon_per_km, progress):
     return mechanism_numbers(instance, mechanism, epsilon_per_km)
 
 
-def _job_users_numbers(instance, users, rows, epsilon_per_km, progress):
+@interactive_job
+def users_numbers_job(instance, users, rows, epsilon_per_km, progress):
     """Measure a mechanism at the users' true records (the Compare page's columns), uniform over the users.
 
     ``users``: ``(N',)`` positions in X of the users' records; ``rows``: ``(N', M)`` the mechanism's output
@@ -174,12 +216,10 @@ def _job_users_numbers(instance, users, rows, epsilon_per_km, progress):
     return out
 
 
-def _job_score_round(prior, matrix, distance_m, entries, n_reports, seed, progress):
-    """Score a class round's entries (``panda.class_round.score_round``) with ``numpy.random.default_rng(seed)``.
+@interactive_job
+def score_round_job(prior, matrix, distance_m, entries, n_reports, seed, progress):
+    """Score a class round's entries (:func:`panda.class_round.score_round`) with ``numpy.random.default_rng(seed)``.
 
-    The one job that imports the dashboard: the scoring of a class round lives in ``panda.class_round`` (pure
-    numpy, no streamlit). It is imported here, inside the job, so that importing ``panda.jobs`` still pulls in
-    nothing of the dashboard; a worker that runs this job needs the project's checkout, as the server does.
     ``seed``: drawn by the server (``secrets.randbits(64)``) for each reveal.
     """
     import numpy as np
@@ -188,36 +228,3 @@ def _job_score_round(prior, matrix, distance_m, entries, n_reports, seed, progre
 
     progress("scoring the class's guesses", 0.0)
     return score_round(prior, matrix, distance_m, list(entries), int(n_reports), rng=np.random.default_rng(seed))
-
-
-#: Job name -> function(*args, progress) run on a worker.
-JOBS: dict[str, Callable[..., Any]] = {
-    "run_panda": _job_run_panda,
-    "delta_sweep": _job_delta_sweep,
-    "baseline": _job_baseline,
-    "audit_panda": _job_audit_panda,
-    "tradeoff_curve": _job_tradeoff_curve,
-    "relaxed_lower_bound": _job_relaxed_lower_bound,
-    "repeated_reports": _job_repeated_reports,
-    "attacker_errors": _job_attacker_errors,
-    "mechanism_numbers": _job_mechanism_numbers,
-    "baseline_numbers": _job_baseline_numbers,
-    "users_numbers": _job_users_numbers,
-    "score_round": _job_score_round,
-}
-
-#: Job name -> default priority: 10 (interactive, :data:`panda.execution.HIGH`) or 0 (long, ``LOW``).
-JOB_PRIORITY: dict[str, int] = {
-    "run_panda": 10,
-    "baseline": 10,
-    "audit_panda": 10,
-    "relaxed_lower_bound": 10,
-    "repeated_reports": 10,
-    "attacker_errors": 10,
-    "mechanism_numbers": 10,
-    "baseline_numbers": 10,
-    "users_numbers": 10,
-    "score_round": 10,
-    "delta_sweep": 0,
-    "tradeoff_curve": 0,
-}

@@ -19,6 +19,7 @@ from apptest_support import SMALL, clear_caches, make_app, release_resources, ru
 
 import app.model.panda_numbers  # noqa: E402
 import panda.audit  # noqa: E402
+from panda.jobs import users_numbers_job  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +79,7 @@ def test_the_users_numbers_job_equals_the_pages_own_arithmetic(monkeypatch):
     assert got_panda["loss_m"] > 0.0 and got_panda["adversary_error_m"] > 0.0
 
     # The job itself on a worker, with one user only: loss and attacker measured, no pair to audit.
-    one = state.panda_worker().run("users_numbers", inst, users[:1], em.matrix[users[:1]], eps, timeout_s=60.0)
+    one = state.panda_worker().run(users_numbers_job, inst, users[:1], em.matrix[users[:1]], eps, timeout_s=60.0)
     assert _same(one, _in_process(inst, users[:1], em.matrix[users[:1]], eps)), one
     assert math.isnan(one["epsilon_min_per_km"]) and math.isfinite(one["loss_m"])
 

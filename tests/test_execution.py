@@ -30,6 +30,7 @@ from panda.execution import (
     job_key,
     running_jobs,
 )
+from panda.jobs import delta_sweep_job, run_panda_job
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -149,13 +150,13 @@ def test_errors_memory_deaths_and_time_limits_leave_a_working_cluster(executor):
     # (it would need gigabytes) with a clear message, which reaches the caller through the worker.
     runaway = config_items(panda.preset("artifact", gamma_km=5.0, constraint_radius_km=5.0, decay="logistic"))
     with pytest.raises(JobError, match="safety-margin search would examine") as info:
-        executor.run("run_panda", inst, runaway, 0, timeout_s=60)
+        executor.run(run_panda_job, inst, runaway, 0, timeout_s=60)
     assert info.value.__cause__ is None and "Traceback" not in str(info.value)
 
     caller = threading.get_ident()
     seen: list[tuple[str, float, int]] = []
     res = executor.run(
-        "run_panda", inst, fine, 0, timeout_s=60, progress=lambda p, f: seen.append((p, f, threading.get_ident()))
+        run_panda_job, inst, fine, 0, timeout_s=60, progress=lambda p, f: seen.append((p, f, threading.get_ident()))
     )
     assert res.lp_status == "Optimal"
     assert seen and all(thread == caller for *_, thread in seen)
@@ -163,20 +164,20 @@ def test_errors_memory_deaths_and_time_limits_leave_a_working_cluster(executor):
     # One huge allocation: MemoryError under the worker's address-space cap (3.5 GiB).
     with pytest.raises(JobError, match="more memory than the dashboard allows"):
         executor.run(allocate, 16 * 2**30, timeout_s=60)
-    assert executor.run("run_panda", inst, fine, 1, timeout_s=60).lp_status == "Optimal"
+    assert executor.run(run_panda_job, inst, fine, 1, timeout_s=60).lp_status == "Optimal"
 
     # 2 GiB touched, under the cap but past the 1.5 GiB memory limit: the nanny kills the worker (twice:
     # the scheduler tries a job once more), the job fails, the nannies start fresh workers.
     with pytest.raises(JobError, match="crashed its process"):
         executor.run(allocate, 2 * 2**30, 3.0, timeout_s=60)
-    assert executor.run("run_panda", inst, fine, 2, timeout_s=120).lp_status == "Optimal"
+    assert executor.run(run_panda_job, inst, fine, 2, timeout_s=120).lp_status == "Optimal"
 
     t0 = time.perf_counter()
     with pytest.raises(JobTimeout, match="did not finish within 1 s"):
-        executor.run("delta_sweep", inst, fine, 0, tuple(np.logspace(-9, -1, 5000)), timeout_s=1.0)
+        executor.run(delta_sweep_job, inst, fine, 0, tuple(np.logspace(-9, -1, 5000)), timeout_s=1.0)
     assert time.perf_counter() - t0 < 15
     assert executor.restarted  # the worker of the stopped sweep (and of the MemoryError)
-    assert executor.run("run_panda", inst, fine, 3, timeout_s=120).lp_status == "Optimal"
+    assert executor.run(run_panda_job, inst, fine, 3, timeout_s=120).lp_status == "Optimal"
     # The same job again after its time limit: a new computation under the same key.
     with pytest.raises(JobTimeout):
         executor.run(started_at, 2.5, "again", timeout_s=1.0)
@@ -346,6 +347,6 @@ def test_an_unreachable_scheduler_is_a_readable_job_error():
     try:
         assert not ex.closed
         with pytest.raises(JobError, match=f"computing cluster at tcp://127.0.0.1:{port} cannot be reached"):
-            ex.run("run_panda", None, (), 0, timeout_s=5)
+            ex.run(run_panda_job, None, (), 0, timeout_s=5)
     finally:
         ex.close()

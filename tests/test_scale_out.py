@@ -246,7 +246,7 @@ def test_the_dashboard_runs_its_jobs_on_the_named_cluster(browser, cluster, cert
     starts = [msg for msg in events if isinstance(msg, dict) and msg.get("event") == "start"]
     kinds = {msg["key"].split("-")[0] for msg in starts}
     # (the Lesson's mechanism comes with its numbers in one job, baseline_numbers)
-    assert "run_panda" in kinds and kinds & {"baseline", "baseline_numbers"}, kinds
+    assert "run_panda_job" in kinds and kinds & {"baseline_job", "baseline_numbers_job"}, kinds
     assert {msg["worker"] for msg in starts} <= set(names.values())
     # ... and the server started no worker processes of its own.
     children = psutil.Process(server_proc.pid).children(recursive=True)

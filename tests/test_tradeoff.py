@@ -337,10 +337,10 @@ def test_close_bound_labels_are_pushed_apart():
 def test_dashboard_curve_runs_in_the_worker_and_reports_failures(monkeypatch):
     pytest.importorskip("streamlit")
     from app import state
-    from panda.execution import JobError
-    from panda.jobs import JOBS
+    from panda.execution import LOW, JobError
+    from panda.jobs import tradeoff_curve_job
 
-    assert "tradeoff_curve" in JOBS
+    assert tradeoff_curve_job.priority == LOW
     key = ("city:kotka", 40, 6, 10, 0)
     items = state.config_items(panda.preset("artifact"))
     try:
