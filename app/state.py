@@ -427,7 +427,8 @@ def mechanism_numbers(
         fresh = _FRESH_NUMBERS.get(repr(inputs))
     if fresh is not None and fresh.get("loss_m") == out["loss_m"]:  # measured with the mechanism
         return fresh
-    # On a worker (time and memory limits): the audit of every pair took 22 s of the server at K = 2,508.
+    # On a worker (time and memory limits): the audit of every pair grows with K squared, too heavy for the web
+    # server at the largest K.
     out = _run_job(
         jobs.mechanism_numbers_job,
         instance(*instance_key),
@@ -475,8 +476,8 @@ def phase1_pair_cost(instance_key: tuple, items: tuple, seed: int, a: int, b: in
 #
 # (or ``state.call_with_progress(state.tradeoff_curve, ..., on_progress=...)`` to wait at once).
 # Keep the optimal LP ("lp") a separate call, started on request: it takes up to
-# len(epsilons) x (lp_time_limit_s + overhead) on one worker (about 3 minutes at 8 x 20 s) while
-# the other methods need about 30 s together at K = 200.
+# len(epsilons) x (lp_time_limit_s + overhead) on one worker, far longer than the other methods together
+# (bench/bench_tradeoff.py measures both).
 # =============================================================================================
 
 #: Time limit of one point of LP+CA, LP+EM, LP+BD and PAnDA (their LPs) on the curve, seconds.

@@ -31,7 +31,7 @@ LP_TIME_LIMIT_S = 20.0
 LP_ROWS_KEYS = ("lp-em", "lp-ca")
 #: The optimal LP live: a first certified mechanism within LIVE_FIRST_S (its solver's time limit; an interactive
 #: job, app/state.py), then a background solve to a 0.5 % gap (at most LIVE_LIMIT_S); the page reruns itself when
-#: that is done. 1.5 s: the first mechanism shows within 3 s of the choice (docs/benchmarks.md).
+#: that is done. Short, so that the first mechanism follows the choice within a few seconds (docs/benchmarks.md).
 LIVE_FIRST_S = 1.5
 LIVE_LIMIT_S = 120.0
 LIVE_FULL_OPTIONS = (("time_limit_s", LIVE_LIMIT_S),)
@@ -775,7 +775,7 @@ with right:
                     st.caption(
                         "These rows are estimated by sampling, so small probabilities are noisy: no verdict is drawn."
                     )
-                # An SVG image on the page (no plotly.js on the first screen: about 1.4 s of it); the plotly
+                # An SVG image on the page (no plotly.js on the first screen, which it would delay); the plotly
                 # figure is what the Download menu exports.
                 n_shown = int(np.count_nonzero((np.asarray(rows.row_a) > 0) | (np.asarray(rows.row_b) > 0)))
                 st.image(
