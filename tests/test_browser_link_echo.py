@@ -2,8 +2,8 @@
 
 `streamlit run app` on a loopback port (the fixtures of test_browser.py): markdown links, images, HTML, character
 references, Streamlit's own icon and emoji shortcodes and a right-to-left override go into a link; each toast must
-read as the literal sentence app.model.params wrote (the value cut at ECHO_MAX_CHARS), with no link, image or icon in it,
-and the page must ask no other host for anything.
+read as the literal sentence app.model.params wrote (the value cut at ECHO_MAX_CHARS), with no link, image or icon in
+it, and the page must ask no other host for anything.
 """
 
 from __future__ import annotations

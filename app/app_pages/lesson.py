@@ -170,8 +170,9 @@ with right:
     a, b = int(ss.lesson_a), int(ss.lesson_b)
     d_ab_km = float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0])
     st.caption(
-        f"**ε = {eps:g}/km means:** a report may be at most {lesson_numbers.times(eps * 0.2)} likelier from one place than "
-        f"from another 200 m away ({lesson_numbers.times(eps)} at 1 km). A and B are {fmt_m(1000 * d_ab_km)} apart: "
+        f"**ε = {eps:g}/km means:** a report may be at most {lesson_numbers.times(eps * 0.2)} likelier from one "
+        f"place than from another 200 m away ({lesson_numbers.times(eps)} at 1 km). "
+        f"A and B are {fmt_m(1000 * d_ab_km)} apart: "
         f"{lesson_numbers.times(eps * d_ab_km)} allowed."
     )
 
@@ -619,8 +620,8 @@ if presenting:
             )
             k_now = int(ss.get("lesson_k") or 1)
             st.caption(
-                f"{lesson_numbers.MECHANISMS[mech_key][0]} at ε = {eps:g}/km, {k_now} report{'s' if k_now > 1 else ''} per "
-                "student (*k reports* sets k)."
+                f"{lesson_numbers.MECHANISMS[mech_key][0]} at ε = {eps:g}/km, "
+                f"{k_now} report{'s' if k_now > 1 else ''} per student (*k reports* sets k)."
             )
             st.button(
                 "Start a round",

@@ -203,8 +203,8 @@ def bbox_source(bbox: tuple[float, float, float, float]) -> str:
     """The source string of a bounding box, rounded to the download grid first (``panda.network.snap_bbox``).
 
     The one place a box becomes a source: a link's box (:func:`from_query`, hence the prepare command's views),
-    the box the page opens (app.widgets.area_picker.check_source) and the one it downloads are then the same string, and so are
-    their instance and result-store keys. Raises ValueError for a box that is not valid.
+    the box the page opens (app.widgets.area_picker.check_source) and the one it downloads are then the same string,
+    and so are their instance and result-store keys. Raises ValueError for a box that is not valid.
     """
     snapped = panda.network.snap_bbox(panda.BoundingBox(*bbox)).as_tuple()
     return "bbox:" + ",".join(f"{v:.6f}".rstrip("0").rstrip(".") for v in snapped)

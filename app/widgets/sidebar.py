@@ -136,7 +136,7 @@ def _on_box_preset_change() -> None:
 
 
 def _download(box: tuple[float, float, float, float]) -> None:
-    """Download a bounding box on a worker (a click's path: app.widgets.area_picker.download); on success make it active."""
+    """Download a bounding box on a worker (``app.widgets.area_picker.download``); on success make it active."""
     area_picker.download(box)
 
 
@@ -586,9 +586,9 @@ def write_query(p: Params) -> None:
 
     The link holds the sidebar's view (:func:`app.model.params.to_query`) and the pages' own state
     (:data:`app.model.params.PAGE_QUERY`, from the session, or kept from the link while its page is not
-    shown); nothing else. While a link's box waits for its download (``app.widgets.area_picker.pending_link_source``) the
-    link keeps that box, not the embedded city the map shows meanwhile. A page that corrects its state
-    (say, a selected user beyond the users of the run) may call this again after doing so.
+    shown); nothing else. While a link's box waits for its download
+    (``app.widgets.area_picker.pending_link_source``) the link keeps that box, not the embedded city the map shows
+    meanwhile. A page that corrects its state (say, a selected user beyond the users of the run) may call this again after doing so.
     """
     pending = area_picker.pending_link_source()
     if pending is not None and p.source == st.session_state.get("active_source"):
