@@ -588,7 +588,8 @@ def write_query(p: Params) -> None:
     (:data:`app.model.params.PAGE_QUERY`, from the session, or kept from the link while its page is not
     shown); nothing else. While a link's box waits for its download
     (``app.widgets.area_picker.pending_link_source``) the link keeps that box, not the embedded city the map shows
-    meanwhile. A page that corrects its state (say, a selected user beyond the users of the run) may call this again after doing so.
+    meanwhile. A page that corrects its state (say, a selected user beyond the users of the run) may call this again
+    after doing so.
     """
     pending = area_picker.pending_link_source()
     if pending is not None and p.source == st.session_state.get("active_source"):

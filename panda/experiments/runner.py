@@ -575,7 +575,8 @@ def _run_local(units, skip, accept, prog: _Progress, failed: list, n_workers: in
 
     ctx = _mp_context()
     q = ctx.Queue()
-    share = max(1, cores() // n_workers)  # the cores each worker's methods may use (use_cores): no more threads than cores
+    # The cores each worker's methods may use (use_cores): no more threads than cores.
+    share = max(1, cores() // n_workers)
     pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_pool_init, initargs=(q, share))
     futures = {}
     try:
