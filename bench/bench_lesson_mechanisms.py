@@ -6,8 +6,8 @@
 The view is ``app.model.params.Params()`` with the Lesson's loss (road distance): its instance is built as the
 dashboard builds it (``app.model.instances.build_instance``). Each mechanism runs what its job runs: for the
 baselines ``panda.mechanisms.BASELINES[name](instance, eps, **options)`` with the Lesson's options (an LP
-time limit of 20 s; the optimal LP's first certified mechanism within 3 s), then the exact audit
-``panda.audit.mechanism_numbers`` (the job ``baseline_numbers``); for PAnDA ``panda.run_panda`` with the
+time limit of LP_TIME_LIMIT_S; the optimal LP's first certified mechanism within LIVE_FIRST_S), then the exact
+audit ``panda.audit.mechanism_numbers`` (the job ``panda.jobs.baseline_numbers_job``); for PAnDA ``panda.run_panda`` with the
 view's config. Not counted: the Dask queue, pickling and the page's drawing (``bench/bench_lesson_ui.py``).
 
 ``--before REV`` also runs LP + EM and LP on cells as they were at git revision ``REV`` (their modules read
@@ -35,17 +35,18 @@ sys.path.insert(0, str(ROOT))
 import panda  # noqa: E402
 from app.model import instances, lesson_numbers  # noqa: E402
 from app.model.params import PAGE_LOSS, Params, parse_source, to_config  # noqa: E402
+from app.widgets.mechanism_rows import LIVE_FIRST_S, LP_TIME_LIMIT_S  # noqa: E402
 from panda.audit import mechanism_numbers  # noqa: E402
 from panda.mechanisms import BASELINES  # noqa: E402
 
-#: The Lesson's options per mechanism (app/app_pages/lesson.py: LP_TIME_LIMIT_S, LIVE_FIRST_S).
+#: The Lesson's options per mechanism (app/widgets/mechanism_rows.py: LP_TIME_LIMIT_S, LIVE_FIRST_S).
 LESSON_OPTIONS = {
     "laplace": {},
     "em": {},
     "em-br": {},
-    "lp-ca": {"time_limit_s": 20.0},
-    "lp-em": {"time_limit_s": 20.0},
-    "lp": {"time_limit_s": 1.5},
+    "lp-ca": {"time_limit_s": LP_TIME_LIMIT_S},
+    "lp-em": {"time_limit_s": LP_TIME_LIMIT_S},
+    "lp": {"time_limit_s": LIVE_FIRST_S},
 }
 
 

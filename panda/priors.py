@@ -738,7 +738,7 @@ _PLACES_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def _places_dir(folder: str | os.PathLike | None) -> Path:
-    from panda.network import CACHE_DIR
+    from panda.network.folders import CACHE_DIR  # at call time, from the module that owns it
 
     return (CACHE_DIR if folder is None else Path(folder)).expanduser().resolve() / "places"
 

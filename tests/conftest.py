@@ -131,8 +131,8 @@ def _downloads_allowed_in_the_test_process():
     downloads only through worker jobs); AppTest runs in this process, so without this the tests after the
     first AppTest would see a server's setting. A test of the server's behaviour turns it off itself.
     """
-    from panda import network
+    from panda.network import download
 
-    network.IN_PROCESS_DOWNLOADS = True
+    download.IN_PROCESS_DOWNLOADS = True
     yield
-    network.IN_PROCESS_DOWNLOADS = True
+    download.IN_PROCESS_DOWNLOADS = True

@@ -418,9 +418,9 @@ def test_offline_download_names_the_embedded_cities(osmnx_settings, closed_port_
 
 
 def test_download_through_the_stub_switches_the_network(overpass_stub, tmp_path, monkeypatch):
-    from panda import network as pn
+    from panda.network import folders
 
-    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(folders, "CACHE_DIR", tmp_path)
     at = run_ok(make_app())
     at.radio(key="w_source_kind").set_value("Bounding box (live download)")
     run_ok(at)

@@ -96,9 +96,9 @@ def _instance(**kw):
 
 @pytest.fixture
 def places_store(tmp_path, monkeypatch):
-    import panda.network
+    from panda.network import folders
 
-    monkeypatch.setattr(panda.network, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(folders, "CACHE_DIR", tmp_path)
     return tmp_path
 
 

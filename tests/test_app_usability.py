@@ -323,9 +323,9 @@ def test_a_bbox_link_not_downloaded_here_shows_the_box_and_a_button_and_the_city
 ):
     """A link never downloads by itself (issue 29): the page names the box and offers a button, the map shows
     the embedded city meanwhile, and a click that cannot connect says so in plain words beside the button."""
-    from panda import network as pn
+    from panda.network import folders
 
-    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path)  # no cached copy of the box
+    monkeypatch.setattr(folders, "CACHE_DIR", tmp_path)  # no cached copy of the box
     osmnx_settings.overpass_url = closed_port_url
     at = run_ok(make_app(bbox="13.25,53.55,13.26,53.56"))
     assert at.radio(key="w_source_kind").value == "Embedded city (offline)"  # what the map really shows
@@ -351,9 +351,9 @@ def test_a_bbox_link_not_downloaded_here_shows_the_box_and_a_button_and_the_city
 
 
 def test_a_failed_download_leaves_one_plain_message(osmnx_settings, closed_port_url, tmp_path, monkeypatch):
-    from panda import network as pn
+    from panda.network import folders
 
-    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(folders, "CACHE_DIR", tmp_path)
     osmnx_settings.overpass_url = closed_port_url
     at = run_ok(make_app())
     at.radio(key="w_source_kind").set_value("Bounding box (live download)")

@@ -26,6 +26,8 @@ from conftest import ROOT, TESTS_DIR
 
 from panda import network as pn
 from panda.errors import DataUnavailableError, OfflineError
+from panda.network import folders as pn_folders
+from panda.network import uploads as pn_uploads
 
 #: The raw Kotka/Karhula extract (pyrosm's test.osm.pbf, ODbL: see data/README.md), all ways.
 KOTKA_PBF = TESTS_DIR / "data" / "kotka_karhula.osm.pbf"
@@ -296,7 +298,7 @@ def test_upload_is_cached_and_found_again_by_its_id(cache):
 
 
 def test_upload_cache_evicts_the_least_recently_used(cache, monkeypatch):
-    monkeypatch.setattr(pn, "UPLOAD_CACHE_MAX_FILES", 2)
+    monkeypatch.setattr(pn_uploads, "UPLOAD_CACHE_MAX_FILES", 2)
     ids = []
     for n in (3, 4, 5):
         net = pn.network_from_upload(_grid(n, {"highway": "residential"}), f"g{n}.osm", cache_dir=cache)
@@ -344,13 +346,13 @@ def test_decompression_bomb_is_stopped_at_the_cap(cache, tmp_path, monkeypatch):
     bomb = bz2.compress(b"\0" * (100 * 1024 * 1024))
     assert len(bomb) < 1000
     seen = []
-    real = pn._decompress_capped
+    real = pn_uploads._decompress_capped
 
     def spy(data, compression, dest, limit, label):
         seen.append(dest)
         return real(data, compression, dest, limit, label)
 
-    monkeypatch.setattr(pn, "_decompress_capped", spy)
+    monkeypatch.setattr(pn_uploads, "_decompress_capped", spy)
     start = time.monotonic()
     with pytest.raises(ValueError, match="decompresses to more than 10 MB, the limit here"):
         pn.network_from_upload(bomb, "bomb.osm.bz2", max_decompressed_bytes=10_000_000, cache_dir=cache)
@@ -386,7 +388,7 @@ def app_env(tmp_path, monkeypatch):
 
     from app import state
 
-    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(pn_folders, "CACHE_DIR", tmp_path / "cache")
     state.upload_network.clear()
     yield support
     state.upload_network.clear()
@@ -486,7 +488,7 @@ def test_upload_of_a_pbf_becomes_the_network_and_the_link(app_env):
     ],
 )
 def test_bad_upload_shows_its_sentence_and_keeps_the_city(app_env, monkeypatch, filename, data, expected):
-    monkeypatch.setattr(pn, "MAX_UPLOAD_DECOMPRESSED_BYTES", 10**6)  # the bomb's cap, small for the test
+    monkeypatch.setattr(pn_uploads, "MAX_UPLOAD_DECOMPRESSED_BYTES", 10**6)  # the bomb's cap, small for the test
     monkeypatch.setitem(pn.network_from_upload.__kwdefaults__, "max_decompressed_bytes", 10**6)
     at = _start(app_env)
     before = _nodes_caption(at)
@@ -617,7 +619,7 @@ def test_a_failed_click_says_why_in_the_panel_and_keeps_the_button(app_env, osmn
     assert "kotka" in errors[0] and not at.sidebar.error
     assert at.session_state["active_source"] == "city:neubrandenburg"
     assert _pending_buttons(at)  # try again later
-    assert not (pn.CACHE_DIR / "networks").exists()  # nothing cached
+    assert not (pn_folders.CACHE_DIR / "networks").exists()  # nothing cached
 
 
 def test_a_too_large_link_box_has_no_button(app_env, stub):
@@ -634,7 +636,7 @@ def test_a_busy_server_says_try_again_in_a_moment(app_env, stub, monkeypatch):
 
     monkeypatch.setenv(dj.MAX_DOWNLOADS_ENV, "1")
     at = app_env.run_ok(app_env.make_app(EXPLORE, bbox=OAKLAND_LINK))
-    with dj._download_slot(pn.CACHE_DIR / "locks", 1):
+    with dj._download_slot(pn_folders.CACHE_DIR / "locks", 1):
         at.button(key="w_pending_download").click()
         app_env.run_ok(at)
     errors = [e.value for e in at.main.error]

@@ -28,6 +28,7 @@ from app.server import prepare
 from app.server import result_store as rs  # noqa: E402
 from app.server.db import store  # noqa: E402
 from panda import network as pn  # noqa: E402
+from panda.network import folders as pn_folders  # noqa: E402
 
 #: The West Oakland box as a link may give it: off the download grid (it rounds to -122.31,37.8,-122.28,37.82).
 LINK_BOX = "-122.310012,37.800031,-122.279987,37.819968"
@@ -151,7 +152,7 @@ def test_a_prepared_box_link_is_found_by_the_dashboard_on_its_network_only(db, k
 @pytest.fixture
 def box_in_cache(tmp_path, monkeypatch, kotka):
     """The link's box in a download cache of the test's own (holding the Kotka network)."""
-    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(pn_folders, "CACHE_DIR", tmp_path / "cache")
     path = pn.bbox_cache_file(*(float(v) for v in LINK_BOX.split(",")))
     pn._save_network_npz(kotka, path)
     return path

@@ -1,6 +1,6 @@
 """A link's bounding box in a real server (`streamlit run app`, Chromium): the link asks nothing, the click does.
 
-In a running server the web server process never downloads (``panda.network.IN_PROCESS_DOWNLOADS`` is
+In a running server the web server process never downloads (``panda.network.download.IN_PROCESS_DOWNLOADS`` is
 off there, which AppTest cannot show): the download is a job on a Dask worker. The server gets the
 Overpass stand-in (``PANDA_OVERPASS_URL``) and a cache folder of its own (``PANDA_CACHE_DIR``); the
 stand-in records which process sent each request.

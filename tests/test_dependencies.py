@@ -88,7 +88,7 @@ def test_the_walk_sees_the_imports_it_should():
     """The AST walk itself: it finds imports at module level, inside functions, and by name in find_spec."""
     found = third_party_imports()
     assert {"numpy", "scipy", "streamlit", "osmium", "distributed", "PIL", "sqlalchemy"} <= set(found), found
-    assert "panda/network.py" in found["osmium"] and "app/model/export_files.py" in found["kaleido"]
+    assert "panda/network/files.py" in found["osmium"] and "app/model/export_files.py" in found["kaleido"]
     assert not {"json", "panda", "app", "os"} & set(found)
 
 

@@ -25,6 +25,7 @@ from overpass_stub import OverpassStub
 from panda import download_jobs as dj
 from panda import network as pn
 from panda.errors import DataUnavailableError, DownloadError, OfflineError, PandaWarning
+from panda.network import download as pn_download
 
 MB = 1_000_000
 
@@ -185,7 +186,7 @@ def test_downloads_keep_the_cache_within_its_bound(overpass_stub, tmp_path, monk
 
 
 def test_a_server_process_never_downloads_a_box_itself(overpass_stub, kotka, tmp_path, monkeypatch):
-    monkeypatch.setattr(pn, "IN_PROCESS_DOWNLOADS", False)
+    monkeypatch.setattr(pn_download, "IN_PROCESS_DOWNLOADS", False)
     with pytest.raises(DataUnavailableError, match="not downloaded on this server yet"):
         pn.network_from_bbox(*OAKLAND_BBOX, cache_dir=tmp_path)
     assert overpass_stub.requests == []

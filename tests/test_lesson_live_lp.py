@@ -25,7 +25,7 @@ def _spy_on_lp_jobs(monkeypatch) -> list[tuple[float, int]]:
     real = state._run_job
 
     def spy(job, *args, **kwargs):
-        if job.startswith("baseline") and args[1] == "lp":
+        if job.__name__.startswith("baseline") and args[1] == "lp":
             seen.append((float(dict(args[3])["time_limit_s"]), kwargs["priority"]))
         return real(job, *args, **kwargs)
 

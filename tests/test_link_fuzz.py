@@ -353,9 +353,9 @@ def check_run(at, query: dict) -> None:
 @pytest.fixture
 def offline(osmnx_settings, closed_port_url, tmp_path, monkeypatch):
     """No download reaches a server: a box in a fuzzed link fails at once (and says so), from an empty cache."""
-    from panda import network as pn
+    from panda.network import folders
 
-    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(folders, "CACHE_DIR", tmp_path)
     osmnx_settings.overpass_url = closed_port_url
 
 

@@ -25,6 +25,8 @@ from scipy.sparse.csgraph import connected_components
 from panda import cli
 from panda import network as pn
 from panda.errors import DataUnavailableError, DownloadError, OfflineError, PandaWarning
+from panda.network import cities as pn_cities
+from panda.network import download as pn_download
 
 ROME_BBOX = (12.2354, 41.6566, 12.8081, 42.0979)
 
@@ -146,7 +148,7 @@ def test_rome_paper_loads(fresh_rome_cache):
 def test_rome_paper_unavailable(monkeypatch, tmp_path, fresh_rome_cache):
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setattr(pn, "_ROME_DEFAULT_DIR", tmp_path / "absent")
+    monkeypatch.setattr(pn_cities, "_ROME_DEFAULT_DIR", tmp_path / "absent")
     monkeypatch.setenv("PANDA_ROME_PAPER_DIR", str(empty))
     assert "rome-paper" not in pn.list_cities()
     with pytest.raises(DataUnavailableError, match="PANDA_ROME_PAPER_DIR") as info:
@@ -488,7 +490,7 @@ def test_live_download_through_stub_then_offline_from_cache(
     def no_probe(url, timeout_s=0.0):
         raise AssertionError("a cached network must not need the Overpass server")
 
-    monkeypatch.setattr(pn, "_probe_overpass", no_probe)
+    monkeypatch.setattr(pn_download, "_probe_overpass", no_probe)
     start = time.monotonic()
     again = pn.network_from_bbox(*OAKLAND_BBOX, network_type="drive", cache_dir=cache_dir)
     # Reading a 22-node file: no network wait (a connection attempt would have failed above). Generous bound.
@@ -539,7 +541,7 @@ def test_rome_box_is_accepted_and_served_from_cache(kotka, tmp_path, monkeypatch
     """The paper's box is within MAX_BBOX_AREA_KM2; a cached file answers with no connection."""
     target = tmp_path / "networks" / pn._cache_name(pn.BoundingBox(*ROME_BBOX), "drive")
     pn._save_network_npz(kotka, target)
-    monkeypatch.setattr(pn, "_probe_overpass", lambda *a, **k: pytest.fail("probe called"))
+    monkeypatch.setattr(pn_download, "_probe_overpass", lambda *a, **k: pytest.fail("probe called"))
     net = pn.network_from_bbox(*ROME_BBOX, cache_dir=tmp_path)
     np.testing.assert_array_equal(net.edge_length_m, kotka.edge_length_m)
     assert not list(target.parent.glob(".*.tmp"))

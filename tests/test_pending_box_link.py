@@ -11,7 +11,7 @@ pytest.importorskip("streamlit")
 
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: E402, F401
 
-from panda import network as pn  # noqa: E402
+from panda.network import folders as pn_folders  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ PANEL = "not downloaded on this server yet"
 
 @pytest.fixture(autouse=True)
 def empty_download_cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(pn, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(pn_folders, "CACHE_DIR", tmp_path / "cache")
 
 
 def _query(at) -> dict[str, str]:

@@ -13,7 +13,7 @@ A failure is a sentence in the sidebar (``net_error``); the network shown before
 
 **Downloads** (:func:`download`, every *Download* button's path) run as jobs on the executor's worker
 processes (:func:`panda.download_jobs.download_bbox`: one lock per box, a few at a time, a time and a
-memory limit); the web server never downloads itself (``panda.network.IN_PROCESS_DOWNLOADS`` is off
+memory limit); the web server never downloads itself (``panda.network.download.IN_PROCESS_DOWNLOADS`` is off
 in a running server). **A link never downloads**: a link's box that is not in the download cache
 (:func:`check_source`) leaves the embedded city on the map, and the page shows the box, its size and a
 button *Download this area (≈ N km²)* (:func:`show_pending_box`); a box in the cache opens at once. Until
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 if st.runtime.exists():  # a running web server: it never downloads itself (downloads are worker jobs)
-    panda.network.IN_PROCESS_DOWNLOADS = False
+    panda.network.download.IN_PROCESS_DOWNLOADS = False  # the module whose functions read it
 
 #: The "Source" radio's options added here (stable values: tests and links rely on them).
 SOURCE_PLACE = "Place name (live download)"
