@@ -8,7 +8,8 @@ dashboard builds it (``app.model.instances.build_instance``). Each mechanism run
 baselines ``panda.mechanisms.BASELINES[name](instance, eps, **options)`` with the Lesson's options (an LP
 time limit of LP_TIME_LIMIT_S; the optimal LP's first certified mechanism within LIVE_FIRST_S), then the exact
 audit ``panda.audit.mechanism_numbers`` (the job ``panda.jobs.baseline_numbers_job``); for PAnDA
-``panda.run_panda`` with the view's config. Not counted: the Dask queue, pickling and the page's drawing (``bench/bench_lesson_ui.py``).
+``panda.run_panda`` with the view's config. Not counted: the Dask queue, pickling and the page's drawing
+(``bench/bench_lesson_ui.py``).
 
 ``--before REV`` also runs LP + EM and LP on cells as they were at git revision ``REV`` (their modules read
 with ``git show``), in the same run, for side-by-side figures. Medians of ``--repeats`` runs (wall and
