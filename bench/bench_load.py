@@ -231,7 +231,7 @@ def _pct(values: list[float], q: float) -> float:
 MAX_SOAK_MINUTES = 120
 MAX_SOAK_SESSIONS = 10
 SOAK_SAMPLE_S = 30.0
-#: The Lesson's fast mechanisms (app.model.params.LESSON_MECHANISMS) and its widgets' labels (app/app_pages/lesson.py).
+#: The Lesson's fast mechanisms (app.model.page_links.LESSON_MECHANISMS) and its widgets' labels (the Lesson page).
 FAST_MECHANISMS = ("laplace", "em", "em-br")
 LESSON_WIDGETS = {"eps": "ε (1/km)", "mech": "Mechanism", "place": "Place A (red)"}
 SOAK_PLACES = 500  # the default view's K (app.model.params.Params.n_records)

@@ -213,7 +213,8 @@ def test_collapsed_rows_are_not_called_perfect_privacy():
 
 
 def test_page_query_registry_reads_and_writes():
-    from app.model.params import PAGE_QUERY, Params, page_query, read_page_query, to_query
+    from app.model.page_links import PAGE_QUERY, page_query, read_page_query
+    from app.model.params import Params, to_query
 
     assert not set(PAGE_QUERY) & set(to_query(Params())), "a page key collides with a view key"
     values, problems = read_page_query(

@@ -22,20 +22,11 @@ from markdown_it import MarkdownIt
 from streamlit.runtime.state.query_params import CLIENT_STATE_QUERY_STRING_MAX_LENGTH, sanitize_query_string
 
 from app.model.messages import ZERO_WIDTH_SPACE, plain
-from app.model.params import (
-    ECHO_MAX_CHARS,
-    PAGE_QUERY,
-    RANGES,
-    Params,
-    from_query,
-    page_query,
-    parse_source,
-    read_page_query,
-    to_config,
-    to_query,
-)
 
 #: Every key of the view's link (to_query of views that use every optional key, and of each kind of source).
+from app.model.page_links import PAGE_QUERY, page_query, read_page_query
+from app.model.params import ECHO_MAX_CHARS, RANGES, Params, from_query, parse_source, to_config, to_query
+
 VIEW_KEYS = tuple(
     dict.fromkeys(
         key

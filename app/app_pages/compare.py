@@ -6,7 +6,7 @@ from app import state
 from app.figures import charts, tables
 from app.model import lesson_numbers, panda_numbers
 from app.model.messages import plain_error
-from app.model.params import (
+from app.model.page_links import (
     BASELINE_IDS,
     COMPARE_TIME_LIMITS,
     DEFAULT_BASELINES,
@@ -71,7 +71,7 @@ r, inst = view.result, view.instance
 eps = params.epsilon_per_km
 
 available = [m for m in METHODS if METHODS[m][0] in BASELINES]
-# The page's own state (also in the link: app.model.params.PAGE_QUERY), validated before the widgets.
+# The page's own state (also in the link: app.model.page_links.PAGE_QUERY), validated before the widgets.
 ss = st.session_state
 if not isinstance(ss.get("cmp_methods"), list):
     ss.cmp_methods = [m for m in DEFAULT_METHODS if m in available]

@@ -6,8 +6,9 @@ import streamlit as st
 from app import state
 from app.figures import charts, maps
 from app.model import export_files, panda_numbers
-from app.model.params import CHART_TABS as CHART_TAB_IDS
-from app.model.params import DECAY_LABELS, DEFAULT_LAYER_IDS, LAYER_IDS
+from app.model.page_links import CHART_TABS as CHART_TAB_IDS
+from app.model.page_links import DEFAULT_LAYER_IDS, LAYER_IDS
+from app.model.params import DECAY_LABELS
 from app.widgets import current_view, sidebar
 
 DELTA_SWEEP = (1e-9, 1e-7, 1e-5, 1e-3, 1e-2, 0.1, 0.3)
@@ -42,7 +43,7 @@ bound_job = current_view.start_lower_bound(view)
 note_slot = current_view.show_messages(view)
 metric_slots = current_view.show_metrics(view)
 
-# The page's own state (also in the link: app.model.params.PAGE_QUERY), validated against this run. Every
+# The page's own state (also in the link: app.model.page_links.PAGE_QUERY), validated against this run. Every
 # option label below is fixed (never computed from the run): the browser sends a selectbox's value
 # back as its label, and a label that changed with the run would come back as a stale string.
 ss = st.session_state

@@ -16,8 +16,9 @@ import panda
 from app import state
 from app.figures import lesson_charts, lesson_maps, maps
 from app.model import export_files, lesson_numbers
+from app.model.page_links import LESSON_TABS
 from app.model.panda_numbers import fmt_m, fmt_pct
-from app.model.params import LESSON_TABS, RANGES, to_config
+from app.model.params import RANGES, to_config
 from app.widgets import current_view, export_menu, lesson_tabs, mechanism_rows
 from panda.repeated import posterior_after
 

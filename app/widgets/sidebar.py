@@ -13,6 +13,7 @@ import streamlit as st
 import panda
 from app import state
 from app.model.messages import plain_error
+from app.model.page_links import page_query, read_page_query
 from app.model.params import (
     BBOX_PRESETS,
     DECAY_LABELS,
@@ -27,10 +28,8 @@ from app.model.params import (
     RANGES,
     Params,
     from_query,
-    page_query,
     parse_source,
     preset_values,
-    read_page_query,
     to_query,
 )
 from app.widgets import area_picker
@@ -101,7 +100,7 @@ def _init_state() -> None:
     ss.w_Gamma, ss.w_radius = p.neighbourhood_size, p.constraint_radius_km
     ss.w_lb, ss.w_lbtime = p.lower_bound, p.lp_time_limit_s
     ss.w_loss, ss.w_tasks, ss.w_prior = p.loss, p.n_tasks, p.prior
-    # The pages' own state in the link (app.model.params.PAGE_QUERY): the pages validate it against their run.
+    # The pages' own state in the link (app.model.page_links.PAGE_QUERY): the pages validate it against their run.
     page_values, page_problems = read_page_query(st.query_params.to_dict())
     for key, value in page_values.items():
         ss[key] = value
@@ -585,7 +584,7 @@ def write_query(p: Params) -> None:
     """Put the view into the URL (only when it changed: no needless browser history updates).
 
     The link holds the sidebar's view (:func:`app.model.params.to_query`) and the pages' own state
-    (:data:`app.model.params.PAGE_QUERY`, from the session, or kept from the link while its page is not
+    (:data:`app.model.page_links.PAGE_QUERY`, from the session, or kept from the link while its page is not
     shown); nothing else. While a link's box waits for its download
     (``app.widgets.area_picker.pending_link_source``) the link keeps that box, not the embedded city the map shows
     meanwhile. A page that corrects its state (say, a selected user beyond the users of the run) may call this again
