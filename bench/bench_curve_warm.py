@@ -135,8 +135,8 @@ def main() -> None:
     ap.add_argument(
         "--frozen-clock",
         action="store_true",
-        help="freeze time.perf_counter as tests/test_optimal_pinned.py does: every certificate budget passes and no "
-        "time limit stops a point, so the PDHG steps to the gap depend on the start only (not on the load); times "
+        help="freeze time.perf_counter as tests/panda/test_optimal_pinned.py does: every certificate budget passes and "
+        "no time limit stops a point, so the PDHG steps to the gap depend on the start only (not on the load); times "
         "are then read from time.monotonic and the process's CPU time",
     )
     ap.add_argument("--json", default=None)

@@ -5,7 +5,7 @@
     python bench/bench_game.py --db both --json test-artifacts/bench-game.json
 
 Per run: a fresh class database (a new SQLite file in a temporary directory, or a throwaway PostgreSQL 15
-cluster from tests/pg_server.py), ``streamlit run app`` on a loopback port with ``PANDA_DB_URL`` pointing
+cluster from tests/support/pg_server.py), ``streamlit run app`` on a loopback port with ``PANDA_DB_URL`` pointing
 at it, a round opened from Python (the lecturer's side: ``rounds.open_game`` on the dashboard's default view,
 planar Laplace at 5/km, one report per student). A warm-up student (in a game of their own) joins and loads
 the map, so the server's caches (network, instance, mechanism) are filled.
@@ -424,7 +424,7 @@ def _stored(url: str, code: str, students: list[Student]) -> tuple[int, int, int
 @contextlib.contextmanager
 def _database(kind: str):  # noqa: ANN202
     if kind == "postgres":
-        from tests.pg_server import postgres_server
+        from tests.support.pg_server import postgres_server
 
         with postgres_server(dbname="panda_class") as url:
             yield url

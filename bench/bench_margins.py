@@ -1,4 +1,4 @@
-"""Benchmark: the safety-margin search against the former search (kept in tests/margins_reference.py).
+"""Benchmark: the safety-margin search against the former search (kept in tests/support/margins_reference.py).
 
     python bench/bench_margins.py --city rome-paper --records 10000 --repeats 3
     python bench/bench_margins.py --city rome-paper --records 20000 --repeats 3 --run-panda
@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import margins_reference  # noqa: E402
 

@@ -16,7 +16,7 @@ unsigned: numba checks signed indices for wraparound on every access, which cost
 fused passes save.
 
 The iterates are those of :class:`panda.pdhg._Halpern`'s numpy steps up to float32 rounding (the
-sums run in another order); ``tests/test_pdhg.py`` checks both against each other.
+sums run in another order); ``tests/panda/test_pdhg.py`` checks both against each other.
 
 numba's threads: the default layer (OpenMP where present) is thread-safe but not safe across
 ``fork()`` once it has run (the project's processes are started by ``spawn``, ``forkserver`` or as

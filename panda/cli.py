@@ -560,7 +560,7 @@ def _add_prepare_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 #: The dashboard's module behind ``panda prepare``: the library's one mention of the dashboard, loaded by name
-#: only when that command runs (tests/test_dependencies.py allows this and nothing else).
+#: only when that command runs (tests/project/test_dependencies.py allows this and nothing else).
 DASHBOARD_PREPARE = "app.server.prepare"
 
 

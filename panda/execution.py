@@ -955,7 +955,7 @@ class Executor:
             self._flights[key] = flight
             self._current[base] = key
         # A long job (LOW, or below it: a session's later ones) needs a worker with the long resource. (Dask
-        # does not give an interactive one to a worker busy with a long job: tests/test_fairness.py.)
+        # does not give an interactive one to a worker busy with a long job: tests/panda/test_fairness.py.)
         resources = self._long_resources() if priority <= LOW else None
         try:
             future = client.submit(

@@ -191,7 +191,7 @@ def users_numbers_job(instance, users, rows, epsilon_per_km, progress):
     (the Bayes-optimal attacker who knows that the true record is one of the users', uniformly),
     ``violation_rate`` and ``epsilon_min_per_km`` (the exact eps-mDP audit of the user pairs; NaN below two
     users). The same arithmetic as ``app.model.panda_numbers.mechanism_at_users`` plus ``panda.audit.audit_mechanism``
-    at the users (tests/test_compare_jobs.py checks that the numbers are equal).
+    at the users (tests/app/test_compare_jobs.py checks that the numbers are equal).
     """
     import numpy as np
 

@@ -21,7 +21,7 @@ candidate E of every pair of neighbourhood records is read off two small dense t
 E of each surrogate against each neighbourhood, then of each neighbourhood pair), and E itself is
 computed in closed form for surrogate pairs whose near sets do not meet. Record pairs close to their
 target take the full search, chunk by chunk in the plain search's order, so every margin is
-bit-identical to the plain search (``tests/test_margins_identity.py`` checks it against a reference
+bit-identical to the plain search (``tests/panda/test_margins_identity.py`` checks it against a reference
 copy of it).
 """
 

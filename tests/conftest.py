@@ -14,6 +14,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = Path(__file__).resolve().parent
+#: What a process needs on PYTHONPATH to import a test module by name (the Dask workers of the execution tests
+#: unpickle its functions by reference): the test folders, the support modules (pyproject.toml's pytest
+#: ``pythonpath``) and this folder (conftest).
+TEST_IMPORT_PATH = os.pathsep.join(
+    str(TESTS_DIR / folder) for folder in ("panda", "app", "browser", "project", "support", ".")
+)
 if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) from anywhere, package not installed
     sys.path.insert(0, str(ROOT))
 

@@ -20,7 +20,7 @@ protanopia or deuteranopia. So:
 
 :func:`simulate_cvd` applies Machado, Oliveira and Fernandes (2009)'s matrices (severity 1.0, on linear
 sRGB, the ones Chrome's and Firefox's DevTools use) and :func:`delta_e_2000` measures the distance
-(CIEDE2000, Sharma, Wu and Dalal 2005) between what the viewer sees; tests/test_palette.py asserts
+(CIEDE2000, Sharma, Wu and Dalal 2005) between what the viewer sees; tests/app/test_palette.py asserts
 that every pair that must be told apart stays at least :data:`MIN_DELTA_E` apart under each
 deficiency. Pure: numpy only, no streamlit.
 """

@@ -27,7 +27,7 @@ h4 { padding-top: 0.1rem; }
 .st-key-lesson_title h1 { font-size: 1.5rem; font-weight: 600; line-height: 1.2; padding: 0.5rem 0 1rem 0; }
 [data-testid="stMetricValue"] { font-size: 1.75rem; }
 """
-#: WCAG AA contrast (4.5:1 for small text, found by axe-core, tests/test_browser_a11y.py): Streamlit's
+#: WCAG AA contrast (4.5:1 for small text, found by axe-core, tests/browser/test_browser_a11y.py): Streamlit's
 #: captions are the text colour at opacity 0.6, #828180 on white (3.9:1); ours are opaque #5e5d5c
 #: (6.5:1 on white, 5.9:1 on the sidebar's grey); a selected segmented-control
 #: option is #c53948 on its 10 % tint (4.47:1), it becomes #a32a38 (6.2:1).

@@ -70,7 +70,7 @@ from panda.experiments.spec import DEFAULT_TIME_LIMIT_S, ExperimentSpec, Job, Wo
 from panda.experiments.tables import METHOD_LABELS, TABLES, markdown_table, markdown_tables, write_tables
 
 # isort: split
-# Private names that other code reaches through the package (tests/test_experiments.py); not part of the API.
+# Private names that other code reaches through the package (tests/panda/test_experiments.py); not part of the API.
 from panda.experiments.progress import _Progress as _Progress
 from panda.experiments.results import _format_cell as _format_cell
 from panda.experiments.runner import _dask_address as _dask_address

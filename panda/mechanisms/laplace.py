@@ -22,7 +22,7 @@ K = 200, 500 and Liechtenstein K = 500 at eps 0.5, 5, 50 /km; Kotka K = 200 at 0
 50 /km), a total-variation distance <= 4.2e-15 per row and a relative error <= 1.6e-13 per entry
 (``bench/bench_laplace.py --check``).
 :data:`QUADRATURE_TV_ERROR_BOUND` states 1e-13. A midpoint rule in the angle with the same exact
-radial walk (a different method) converges to the same matrix (``tests/test_laplace.py``).
+radial walk (a different method) converges to the same matrix (``tests/panda/test_laplace.py``).
 
 Exactly eps-mDP, by construction. On the plane the mechanism is eps-mDP for the plane's Euclidean
 distance, but the audit uses the instance's metric (haversine or road), and the equirectangular
