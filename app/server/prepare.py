@@ -179,7 +179,7 @@ def run(links: list[str], *, out=sys.stdout) -> int:  # noqa: ANN001 (a text str
                 seen.add(ident)
                 views_.append((params, task))
     networks: dict[str, object] = {}
-    instances: dict[tuple, object] = {}
+    built: dict[tuple, object] = {}
 
     def network_of(source: str) -> object:  # one copy of each network: its fingerprint is the one computed on
         if source not in networks:
@@ -187,9 +187,9 @@ def run(links: list[str], *, out=sys.stdout) -> int:  # noqa: ANN001 (a text str
         return networks[source]
 
     def instance_of(key: tuple) -> object:
-        if key not in instances:
-            instances[key] = instances.build_instance(network_of(key[0]), *key[1:])
-        return instances[key]
+        if key not in built:
+            built[key] = instances.build_instance(network_of(key[0]), *key[1:])
+        return built[key]
 
     n, failed, t_all = len(views_), 0, time.perf_counter()
     print(f"Preparing {len(links)} link(s): {n} tasks (results go to the result store).", file=out, flush=True)
