@@ -216,12 +216,21 @@ def _canvas_box(page) -> dict:
 
 
 def _wait_map(page, timeout_s: float = 90.0) -> None:
+    """Wait until the map is drawn and settled: not blank, and two pictures 0.4 s apart are the same.
+
+    (A new round's map replaces the last one; a tap on a map deck.gl is still laying out is lost.)
+    """
     canvas = page.locator('[data-testid="stDeckGlJsonChart"] canvas').first
     canvas.wait_for(state="visible", timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
-    while _pixel_spread(canvas.screenshot()) <= 5.0:
-        assert time.monotonic() < deadline, "the student's map stayed blank"
-        page.wait_for_timeout(200)
+    last = b""
+    while True:
+        png = canvas.screenshot()
+        if _pixel_spread(png) > 5.0 and png == last:
+            return
+        assert time.monotonic() < deadline, "the student's map stayed blank or never settled"
+        last = png
+        page.wait_for_timeout(400)
 
 
 def _alerts(page) -> list[str]:
@@ -233,7 +242,8 @@ def _tap_place(page, inst, x: int, previous: str | None) -> tuple[str, int | Non
     _wait_idle(page)
     box = _canvas_box(page)
     page.touchscreen.tap(*_place_px(inst, box, x))
-    deadline = time.monotonic() + 60
+    # A student whose tap shows nothing taps again; one more tap is allowed, and said in the log.
+    retap_at, deadline = time.monotonic() + 20, time.monotonic() + 60
     while True:
         for text in _alerts(page):
             m = MESSAGE.search(text)
@@ -244,6 +254,12 @@ def _tap_place(page, inst, x: int, previous: str | None) -> tuple[str, int | Non
                 if m.group(3):
                     return "Already saved", int(m.group(3)), text
                 return "off the map", None, text
+        if retap_at is not None and time.monotonic() > retap_at:
+            print(f"[game] no message 20 s after tapping place {x}: tapping it again")
+            page.screenshot(path=str(ARTIFACTS / "game-lost-tap.png"))
+            _wait_idle(page)
+            page.touchscreen.tap(*_place_px(inst, _canvas_box(page), x))
+            retap_at = None
         if time.monotonic() > deadline:
             page.screenshot(path=str(ARTIFACTS / "game-failed-tap.png"))
             raise AssertionError(f"no message after tapping place {x} at {_place_px(inst, box, x)}: {_alerts(page)}")
