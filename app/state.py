@@ -7,7 +7,7 @@
 
 Cached functions are pure functions of their arguments and never call ``st.*`` (no cache spinners
 either: they may run in a helper thread). A progress callback, left out of the cache key by its
-leading underscore, only puts messages on a queue; :func:`call_with_progress` runs the function in a
+leading underscore, only puts messages on a queue; :mod:`app.page_jobs` runs the function in a
 helper thread and shows those messages from the script thread. The heavy work itself (PAnDA runs,
 sweeps, baselines, the PmDP audit, trade-off curves: :mod:`panda.jobs`) runs on Dask worker
 processes through :mod:`panda.execution`, with a memory limit, a time limit, priorities (interactive
@@ -18,21 +18,20 @@ from __future__ import annotations
 
 import collections
 import math
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import streamlit as st
-from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import panda
 from app.model import instances
 from app.model.params import parse_source
 from app.server import result_store
 from panda import jobs
-from panda.execution import HIGH, LOW, Executor, JobBusy, close_executor, default_n_workers, get_executor
+from panda.execution import HIGH, LOW, Executor, close_executor, default_n_workers, get_executor
 
 __all__ = [
     "MAX_LOWER_BOUND_ROWS",
@@ -47,9 +46,6 @@ __all__ = [
     "delta_sweep",
     "baseline",
     "pmdp_audit",
-    "call_with_progress",
-    "Job",
-    "start",
     "config_items",
     "clear_all",
 ]
@@ -320,77 +316,12 @@ def _keep_numbers(store_key: tuple, name: str, epsilon_per_km: float, options: t
         result_store.put_value("numbers", inputs, numbers, prepared=bool(mech.details.get("prepared")))
 
 
-class Job:
-    """A cached computation running in a worker thread (so the page can render meanwhile).
-
-    The worker carries the script run's context, so cached functions work there; it never calls
-    ``st.*`` itself. If the script run is interrupted (a rerun), the worker still finishes and fills
-    the cache for the next run.
-    """
-
-    def __init__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        self.messages: queue.SimpleQueue = queue.SimpleQueue()
-        self._box: dict[str, Any] = {}
-        self._thread = threading.Thread(
-            target=self._work, args=(fn, args, kwargs), name="panda-dashboard-job", daemon=True
-        )
-        ctx = get_script_run_ctx(suppress_warning=True)
-        if ctx is not None:
-            add_script_run_ctx(self._thread, ctx)
-        self._thread.start()
-
-    def _work(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-        try:
-            self._box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # relayed to the script thread by result()
-            self._box["error"] = exc
-
-    def done(self) -> bool:
-        """True when the computation has finished (or failed)."""
-        return not self._thread.is_alive()
-
-    def result(self, on_progress: Callable[[str, float], None] | None = None) -> Any:
-        """Wait for the value (relaying progress messages); raise the computation's exception."""
-        while True:
-            self._thread.join(0.05)
-            last = None
-            while not self.messages.empty():
-                last = self.messages.get()
-            if last is not None and on_progress is not None:
-                on_progress(*last)
-            if not self._thread.is_alive():
-                break
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["value"]
-
-
-def start(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Job:
-    """Start ``fn(*args, **kwargs)`` in a worker thread; ``Job.result()`` waits for it."""
-    return Job(fn, *args, **kwargs)
-
-
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
 def pmdp_audit(instance_key: tuple, items: tuple, seed: int, n_record_pairs: int) -> Any:
     """The exact (eps, delta)-PmDP audit of a view's PAnDA run (panda.pmdp.audit_panda), on a worker."""
     res = panda_result(instance_key, items, seed)
     inst = instance(*instance_key)
     return _run_job(jobs.audit_panda_job, res, inst, int(n_record_pairs), timeout_s=JOB_TIMEOUT_S, priority=HIGH)
-
-
-def call_with_progress(
-    fn: Callable[..., Any], *args: Any, on_progress: Callable[[str, float], None], **kwargs: Any
-) -> Any:
-    """Call ``fn(*args, _progress=..., **kwargs)`` in a worker thread; relay its progress here.
-
-    ``on_progress(phase, fraction)`` runs in the calling (script) thread, so it may update
-    Streamlit elements; a cached ``fn`` that hits its cache reports nothing. Exceptions of ``fn`` are
-    raised again here.
-    """
-    messages: queue.SimpleQueue = queue.SimpleQueue()
-    job = Job(fn, *args, _progress=lambda phase, fraction: messages.put((phase, fraction)), **kwargs)
-    job.messages = messages
-    return job.result(on_progress)
 
 
 def clear_all() -> None:
@@ -457,29 +388,6 @@ def phase1_pair_cost(instance_key: tuple, items: tuple, seed: int, a: int, b: in
     return eps_bar * float(d[0]) if math.isfinite(eps_bar) else float("inf")
 
 
-# =============================================================================================
-# Trade-off curve (panda.tradeoff): added for the lesson page's privacy-utility curve.
-#
-# Cached per method with st.cache_data (shared by every session, keyed by plain values), so adding
-# a method or reopening the page recomputes nothing already known; the methods of one curve run
-# side by side in the worker pool (one job per method, N_WORKERS at a time). How a page uses it:
-#
-#     job = state.start_tradeoff_curve(params.instance_key, methods, panda.tradeoff.DEFAULT_EPSILONS,
-#                                      state.config_items(config), params.seed, 20.0)
-#     ...  # render the rest of the page meanwhile
-#     bar = st.progress(0.0, text="Computing the curve (the first time only) ...")
-#     rows = job.result(lambda message, fraction: bar.progress(min(fraction, 1.0), text=message))
-#     bar.empty()
-#     event = st.plotly_chart(curve_charts.tradeoff_figure(rows, eps, metric="both"),
-#                             on_select="rerun", selection_mode="points", key="curve")
-#     # a clicked point: event.selection.points[0]["customdata"][0] is its eps
-#
-# (or ``state.call_with_progress(state.tradeoff_curve, ..., on_progress=...)`` to wait at once).
-# Keep the optimal LP ("lp") a separate call, started on request: it takes up to
-# len(epsilons) x (lp_time_limit_s + overhead) on one worker, far longer than the other methods together
-# (bench/bench_tradeoff.py measures both).
-# =============================================================================================
-
 #: Time limit of one point of LP+CA, LP+EM, LP+BD and PAnDA (their LPs) on the curve, seconds.
 TRADEOFF_POINT_LIMIT_S = 8.0
 #: Seconds one of those methods may spend on all its points (the rest are reported as skipped).
@@ -528,97 +436,7 @@ def tradeoff_method(
     return rows
 
 
-def tradeoff_curve(
-    instance_key: tuple,
-    methods: tuple,
-    epsilons: tuple,
-    panda_items: tuple,
-    seed: int,
-    lp_time_limit_s: float,
-    _progress: Callable[[str, float], None] | None = None,
-) -> list[dict]:
-    """The privacy-utility curve of a view: panda.tradeoff.tradeoff_curve rows, methods in the given order.
-
-    Each method's rows come from :func:`tradeoff_method` (st.cache_data: computed once for all
-    sessions); each uncached method is a worker job, started together, of which at most
-    ``panda.execution.MAX_JOBS_PER_OWNER`` (3) of one session run at once (the others wait their turn).
-    ``panda_items`` (:func:`config_items`) only matter to PAnDA, ``lp_time_limit_s`` only to "lp": both
-    are left out of the other methods' cache keys. A method whose worker job fails (time limit, memory,
-    crash) gives rows with ``outcome == "failed"`` and the reason, and is not cached (a rerun tries
-    again). ``_progress`` gets ``(message, fraction of the whole curve)`` from several threads.
-    """
-    from panda.tradeoff import HARDER_AS_EPS_FALLS, status_rows
-
-    methods = tuple(methods)
-    eps = tuple(sorted({float(e) for e in epsilons}))
-    lock = threading.Lock()
-    fractions = dict.fromkeys(methods, 0.0)
-    results: dict[str, list[dict]] = {}
-
-    def relay(method: str) -> Callable[[str, float], None]:
-        def report(message: str, fraction: float) -> None:
-            with lock:
-                fractions[method] = float(fraction)
-                total = sum(fractions.values()) / max(len(fractions), 1)
-            if _progress is not None:
-                _progress(message, total)
-
-        return report
-
-    def work(method: str) -> None:
-        items = tuple(panda_items) if method.startswith("panda") else ()
-        limit = float(lp_time_limit_s) if method == "lp" else 0.0
-        try:
-            results[method] = tradeoff_method(
-                instance_key, method, eps, items, int(seed), limit, _progress=relay(method)
-            )
-        except JobBusy:  # the class's queue, not the method: say so, and the next visit tries again
-            results[method] = status_rows(method, eps, "busy: every worker was taken; open the curve again")
-        except Exception as exc:  # noqa: BLE001 (a worker failure is a row, never the page's exception)
-            results[method] = status_rows(method, eps, f"failed: {exc}")
-        relay(method)("done", 1.0)
-
-    # Slow methods first, so they take the free workers while the quick ones queue behind them.
-    order = sorted(set(methods), key=lambda m: (m != "lp", m not in HARDER_AS_EPS_FALLS, methods.index(m)))
-    ctx = get_script_run_ctx(suppress_warning=True)
-    threads = []
-    for method in order:
-        thread = threading.Thread(target=work, args=(method,), name=f"panda-tradeoff-{method}", daemon=True)
-        if ctx is not None:
-            add_script_run_ctx(thread, ctx)
-        thread.start()
-        threads.append(thread)
-    for thread in threads:
-        thread.join()
-    return [row for method in dict.fromkeys(methods) for row in results[method]]
-
-
-def start_tradeoff_curve(
-    instance_key: tuple, methods: tuple, epsilons: tuple, panda_items: tuple, seed: int, lp_time_limit_s: float
-) -> Job:
-    """Start :func:`tradeoff_curve` in a background Job whose ``result(on_progress)`` relays its progress."""
-    messages: queue.SimpleQueue = queue.SimpleQueue()
-    job = Job(
-        tradeoff_curve,
-        tuple(instance_key),
-        tuple(methods),
-        tuple(epsilons),
-        tuple(panda_items),
-        int(seed),
-        float(lp_time_limit_s),
-        _progress=lambda message, fraction: messages.put((message, fraction)),
-    )
-    job.messages = messages
-    return job
-
-
-__all__ += [
-    "TRADEOFF_POINT_LIMIT_S",
-    "TRADEOFF_METHOD_BUDGET_S",
-    "tradeoff_method",
-    "tradeoff_curve",
-    "start_tradeoff_curve",
-]
+__all__ += ["TRADEOFF_POINT_LIMIT_S", "TRADEOFF_METHOD_BUDGET_S", "tradeoff_method"]
 
 
 # --- Lesson: repeated reports and background knowledge (cached per view; shared by sessions) ---

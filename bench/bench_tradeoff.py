@@ -5,7 +5,7 @@
     python bench/bench_tradeoff.py --methods panda-e,panda-p,panda-l --preset recommended --repeats 1
     python bench/bench_tradeoff.py --dashboard --repeats 3
 
-``--dashboard`` times the dashboard's path instead: ``app.state.tradeoff_curve`` (one worker job per
+``--dashboard`` times the dashboard's path instead: ``app.page_jobs.tradeoff_curve`` (one worker job per
 method in the worker pool, started cold, caches cleared before each repeat), end to end.
 
 Each method's curve (the default 8-point eps grid) is computed on its own, ``--repeats`` times; the
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=8.0, help="per point, LP baselines and PAnDA")
     ap.add_argument("--budget", type=float, default=20.0, help="per method, LP baselines and PAnDA")
     ap.add_argument("--json", help="write every row here")
-    ap.add_argument("--dashboard", action="store_true", help="time app.state.tradeoff_curve (worker pool)")
+    ap.add_argument("--dashboard", action="store_true", help="time app.page_jobs.tradeoff_curve (worker pool)")
     args = ap.parse_args()
     if args.dashboard:
         _dashboard(args)
@@ -115,7 +115,7 @@ def main() -> None:
 
 
 def _dashboard(args: argparse.Namespace) -> None:
-    from app import state
+    from app import page_jobs, state
 
     key = (f"city:{args.city}", args.records, args.users, args.outputs, args.seed)
     items = state.config_items(panda.preset(args.preset))
@@ -125,7 +125,7 @@ def _dashboard(args: argparse.Namespace) -> None:
     for _ in range(args.repeats):
         state.clear_all()  # cold: new worker processes, empty caches
         t0 = time.perf_counter()
-        rows = state.tradeoff_curve(key, methods, DEFAULT_EPSILONS, items, args.seed, args.lp_time_limit)
+        rows = page_jobs.tradeoff_curve(key, methods, DEFAULT_EPSILONS, items, args.seed, args.lp_time_limit)
         times.append(time.perf_counter() - t0)
         late = [f"{r['method']}@{r['epsilon_per_km']:g}:{r['outcome']}" for r in rows if r["outcome"] != "solved"]
         print(f"  {times[-1]:.1f} s; not solved: {', '.join(late) or 'none'}", flush=True)

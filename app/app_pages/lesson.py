@@ -66,12 +66,12 @@ if ss.get("lesson_mode") not in lesson_maps.MODES:
 if ss.get("lesson_click") not in ("A", "B"):
     ss.lesson_click = "A"
 # The page's ε slider mirrors the sidebar's (one value: Params.epsilon_per_km).
-if ss.get("lesson_eps") != ss.get("w_eps", params.epsilon_per_km):
-    ss.lesson_eps = float(ss.get("w_eps", params.epsilon_per_km))
+if ss.get("lesson_epsilon_per_km") != ss.get("w_epsilon_per_km", params.epsilon_per_km):
+    ss.lesson_epsilon_per_km = float(ss.get("w_epsilon_per_km", params.epsilon_per_km))
 
 
 def _eps_changed() -> None:
-    ss.w_eps = float(ss.lesson_eps)
+    ss.w_epsilon_per_km = float(ss.lesson_epsilon_per_km)
 
 
 def _a_changed() -> None:
@@ -126,7 +126,7 @@ with right:
         "ε (1/km)",
         *RANGES["epsilon_per_km"],
         step=0.5,
-        key="lesson_eps",
+        key="lesson_epsilon_per_km",
         on_change=_eps_changed,
         help="The privacy budget, the same as the sidebar's. Smaller ε: reports spread further, places blur together.",
     )

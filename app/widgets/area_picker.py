@@ -2,7 +2,7 @@
 
 * **Place name**: a text field and *Find* look the name up (panda.network.geocode_bbox, osmnx's
   Nominatim geocoder); the place's box is drawn with its size before anything is downloaded, and
-  *Download roads* then takes the bounding box's download path (``sidebar._download``).
+  *Download roads* then takes the bounding box's download path (``network_controls._download``).
 * **OSM file**: an upload (.osm, .osm.bz2, .osm.gz, .osm.pbf, at most 50 MB) is read by
   panda.network.network_from_upload (bounded: size, decompressed size, road nodes); the network's
   source string is ``file:<first 16 hex digits of the file's sha256>``, which app.state.network loads

@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 import panda
-from app import state
+from app import page_jobs, state
 from app.model.messages import plain_error, short_status
 from app.model.panda_numbers import fmt_m, fmt_pct, fmt_s
 from app.model.params import Params, to_config
@@ -117,7 +117,7 @@ def load_view(params: Params) -> View | None:
         slot.progress(min(max(fraction, 0.0), 1.0), text=f"Running PAnDA: {phase} ...")
 
     try:
-        result = state.call_with_progress(
+        result = page_jobs.call_with_progress(
             state.panda_result, params.instance_key, state.config_items(config), params.seed, on_progress=on_progress
         )
     except JobError as exc:
@@ -137,15 +137,17 @@ def load_view(params: Params) -> View | None:
     return View(params, net, inst, config, result)
 
 
-def start_lower_bound(view: View) -> state.Job | None:
+def start_lower_bound(view: View) -> page_jobs.Job | None:
     """Start the Relaxed AnPO lower bound of a view in the background (None when switched off)."""
     p = view.params
     if not p.lower_bound:
         return None
-    return state.start(state.lower_bound, p.instance_key, state.config_items(view.config), p.seed, p.lp_time_limit_s)
+    return page_jobs.start(
+        state.lower_bound, p.instance_key, state.config_items(view.config), p.seed, p.lp_time_limit_s
+    )
 
 
-def finish_lower_bound(job: state.Job | None) -> dict | None:
+def finish_lower_bound(job: page_jobs.Job | None) -> dict | None:
     """The lower bound of :func:`start_lower_bound` (waits for it); failures become a status, never raise."""
     if job is None:
         return None

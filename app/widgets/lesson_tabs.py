@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import state
+from app import page_jobs, state
 from app.figures import curve_charts, repeated_charts
 from app.figures.palette import MECHANISM_COLORS
 from app.model import lesson_numbers
@@ -37,7 +37,7 @@ def _curve_clicked() -> None:
             continue
         low, high = RANGES["epsilon_per_km"]
         if low <= value <= high:
-            ss.w_eps = ss.lesson_eps = value
+            ss.w_epsilon_per_km = ss.lesson_epsilon_per_km = value
             return
 
 
@@ -59,7 +59,7 @@ def curve_tab(params: Params, mech_key: str, eps: float, exports: dict) -> None:
         methods += (mech_key,)
     panda_items = state.config_items(to_config(params))
     bar = st.empty()
-    job = state.start_tradeoff_curve(
+    job = page_jobs.start_tradeoff_curve(
         params.instance_key, methods, tuple(DEFAULT_EPSILONS), panda_items, params.seed, CURVE_LP_LIMIT_S
     )
 

@@ -16,7 +16,7 @@ import numpy as np
 import streamlit as st
 
 import panda
-from app import state
+from app import page_jobs, state
 from app.model import lesson_numbers
 from app.model.panda_numbers import fmt_m, surrogate_rows
 from app.model.params import Params, to_config
@@ -83,7 +83,7 @@ def _lp_jobs() -> dict:
     return st.session_state.setdefault("lesson_lp_jobs", {})
 
 
-def pending_lp_job(params: Params, epsilon_per_km: float) -> state.Job | None:
+def pending_lp_job(params: Params, epsilon_per_km: float) -> page_jobs.Job | None:
     """The background solve of the optimal LP for this view and ε, if one was started in this session."""
     return (st.session_state.get("lesson_lp_jobs") or {}).get((params.instance_key, epsilon_per_km))
 
@@ -98,13 +98,13 @@ def _start_lp_job(params: Params, eps: float) -> bool:
     jobs = _lp_jobs()
     key = (params.instance_key, eps)
     if key not in jobs:
-        jobs[key] = state.start(state.baseline, params.instance_key, "lp", eps, LIVE_FULL_OPTIONS)
+        jobs[key] = page_jobs.start(state.baseline, params.instance_key, "lp", eps, LIVE_FULL_OPTIONS)
     job = jobs[key]
     st.session_state.lesson_lp_settled = job.done() and not lp_full_done(job)
     return st.session_state.lesson_lp_settled
 
 
-def lp_full_done(job: state.Job | None) -> bool:
+def lp_full_done(job: page_jobs.Job | None) -> bool:
     """Whether the background solve ``job`` finished with a mechanism (a failed one: the first stays, and says so)."""
     if job is None or not job.done():
         return False
@@ -260,8 +260,8 @@ def _baseline_rows(choice: LessonChoice, n_places: int) -> MechanismRows:
     try:
         with st.spinner(f"Building {label} at ε = {eps:g}/km{_wait_words(key)} ..."):
             args = (params.instance_key, key, eps, options)
-            mech = state.call_with_progress(state.baseline, *args, _numbers=True, on_progress=on_progress)
-            out.numbers = state.call_with_progress(state.mechanism_numbers, *args, on_progress=on_progress)
+            mech = page_jobs.call_with_progress(state.baseline, *args, _numbers=True, on_progress=on_progress)
+            out.numbers = page_jobs.call_with_progress(state.mechanism_numbers, *args, on_progress=on_progress)
     except JobError as exc:
         out.problem = f"**{label} could not be built here:** {exc}."
         return out

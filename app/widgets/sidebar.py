@@ -12,7 +12,6 @@ import streamlit as st
 
 import panda
 from app import state
-from app.model.messages import plain_error
 from app.model.page_links import page_query, read_page_query
 from app.model.params import (
     BBOX_PRESETS,
@@ -32,14 +31,12 @@ from app.model.params import (
     preset_values,
     to_query,
 )
-from app.widgets import area_picker
+from app.widgets import area_picker, network_controls
+from app.widgets.network_controls import CUSTOM_BOX, SOURCE_BBOX, SOURCE_CITY
 from panda.instance import LOSS_LABELS
 
-__all__ = ["render", "write_query", "SOURCE_CITY", "SOURCE_BBOX", "PRESET_WIDGETS", "PRESET_HELP"]
+__all__ = ["render", "write_query", "PRESET_WIDGETS", "PRESET_HELP"]
 
-SOURCE_CITY = "Embedded city (offline)"
-SOURCE_BBOX = "Bounding box (live download)"
-CUSTOM_BOX = "Custom box"
 
 #: The widget (session-state key) of each field a preset sets (every one of app.model.params.PRESET_FIELDS).
 PRESET_WIDGETS = {
@@ -95,7 +92,7 @@ def _init_state() -> None:
     ss.net_error, ss.net_error_details = None, ""
     ss.w_K, ss.w_N, ss.w_M, ss.w_seed = p.n_records, p.n_users, p.n_outputs, p.seed
     ss.w_decay, ss.w_preset = p.decay, p.preset
-    ss.w_eps, ss.w_delta = p.epsilon_per_km, p.delta
+    ss.w_epsilon_per_km, ss.w_delta = p.epsilon_per_km, p.delta
     ss.w_alpha, ss.w_lambda, ss.w_gamma = p.alpha, p.lambda_per_km, p.gamma_km
     ss.w_Gamma, ss.w_radius = p.neighbourhood_size, p.constraint_radius_km
     ss.w_lb, ss.w_lbtime = p.lower_bound, p.lp_time_limit_s
@@ -126,175 +123,6 @@ def _preset_fixed(name: str) -> str:
         f"γ auto = {auto}; Bayes adjustment (eq. 30) {'on' if c.bayes_adjustment else 'off'}; "
         f"unreachable 1 − δ: {'rows forced identical' if c.margin_fallback == 'infinite' else 'second-largest margin'}."
     )
-
-
-def _on_box_preset_change() -> None:
-    box = BBOX_PRESETS.get(st.session_state.w_box_preset)
-    if box:
-        st.session_state.w_west, st.session_state.w_south, st.session_state.w_east, st.session_state.w_north = box
-
-
-def _download(box: tuple[float, float, float, float]) -> None:
-    """Download a bounding box on a worker (``app.widgets.area_picker.download``); on success make it active."""
-    area_picker.download(box)
-
-
-def _city_label(name: str) -> str:
-    return panda.CITIES[name][1].split(":")[0] if name in panda.CITIES else "Rome (the paper's network)"
-
-
-def _active_network() -> panda.RoadNetwork:
-    """The active road network. One that cannot be loaded here (a link's bounding box, offline) is
-    replaced by the default embedded city, and the source controls are set to show that city: this
-    runs before they are drawn. The page then says what happened (:func:`_show_link_notice`)."""
-    ss = st.session_state
-    fallback = f"city:{panda.DEFAULT_CITY}"
-    # A link's box not downloaded here is not downloaded by the link: the page shows it with a button.
-    asked = ss.active_source
-    ss.active_source = source = area_picker.check_source(asked, fallback)
-    if source != asked and source == fallback:  # the controls show what the map shows
-        ss.w_source_kind, ss.w_city, ss.net_error = SOURCE_CITY, panda.DEFAULT_CITY, None
-    try:
-        with st.spinner("Loading the road network ..."):  # shown only if it takes more than 0.5 s
-            net = state.network(source)
-        area_picker.remember_opened(source)  # the next runs keep it, whatever becomes of its cache file
-        return net
-    except Exception as exc:  # never a traceback: fall back to the embedded city, say so in the page
-        fallback = f"city:{panda.DEFAULT_CITY}"
-        reason, details = plain_error(exc)
-        if source.startswith("bbox:"):
-            w, s_, e, n = source.partition(":")[2].split(",")
-            what = f"The bounding box of this link (west {w}, south {s_}, east {e}, north {n})"
-            retry = (
-                " To try it again, choose *Bounding box* under *Road network* in the sidebar (the link's box is "
-                "filled in) and press *Download*."
-            )
-        elif source.startswith("file:"):
-            what = f"The uploaded road network of this link ({source.partition(':')[2]})"
-            retry = " To use it, upload the file again: *Road network*, *OSM file* in the sidebar."
-        else:
-            what, retry = "The road network of this link", ""
-        ss.link_notice = {
-            "text": f"**{what} could not be loaded.** {reason} **The map shows the embedded city "
-            f"{_city_label(panda.DEFAULT_CITY)} instead.**{retry}",
-            "details": details,
-            "source": fallback,
-        }
-        ss.w_source_kind, ss.w_city, ss.active_source, ss.net_error = SOURCE_CITY, panda.DEFAULT_CITY, fallback, None
-        return state.network(fallback)
-
-
-def _show_link_notice() -> None:
-    """In the page (not only the sidebar): the link's network was replaced, while that is still so."""
-    ss = st.session_state
-    notice = ss.get("link_notice")
-    if not notice:
-        return
-    if ss.active_source != notice["source"]:  # the person has chosen a network since
-        del ss["link_notice"]
-        return
-    st.warning(notice["text"], icon=":material/link_off:")
-    if notice["details"]:
-        st.caption(f"Details: {notice['details']}")
-
-
-def _network_controls() -> panda.RoadNetwork:
-    ss = st.session_state
-    box = area_picker.box_just_downloaded()
-    if box is not None:  # the page's button downloaded the link's box: the controls show it
-        ss.w_source_kind = SOURCE_BBOX
-        ss.w_box_preset = next((k for k, v in BBOX_PRESETS.items() if v == box), CUSTOM_BOX)
-        ss.w_west, ss.w_south, ss.w_east, ss.w_north = box
-    if ss.w_source_kind == SOURCE_CITY:
-        ss.active_source = f"city:{ss.w_city}"
-        ss.net_error = None
-    net = _active_network()
-    st.header("Road network")
-    kind = st.radio(
-        "Source",
-        [SOURCE_CITY, SOURCE_BBOX, area_picker.SOURCE_PLACE, area_picker.SOURCE_FILE],
-        key="w_source_kind",
-        help="An embedded city loads instantly and needs no connection. A bounding box is downloaded "
-        "live from OpenStreetMap (needs internet) and cached on disk for next time. A place name is looked "
-        "up first (needs internet), then its box is downloaded. An OSM file is an extract you upload.",
-    )
-    if kind == SOURCE_CITY:
-        st.selectbox(
-            "City",
-            panda.list_cities(),
-            key="w_city",
-            persist_state="session",
-            format_func=_city_label,
-            help="Road networks shipped with the project (OpenStreetMap extracts): "
-            + "; ".join(f"**{k}**: {v[1]}" for k, v in panda.CITIES.items()),
-        )
-    elif kind in (area_picker.SOURCE_PLACE, area_picker.SOURCE_FILE):
-        if area_picker.controls(kind, _download):
-            net = state.network(ss.active_source)  # just downloaded or uploaded: cached
-    else:
-        st.selectbox(
-            "Area",
-            [*BBOX_PRESETS, CUSTOM_BOX],
-            key="w_box_preset",
-            persist_state="session",
-            on_change=_on_box_preset_change,
-            help="The paper's three cities, or your own box (degrees, WGS84).",
-        )
-        c1, c2 = st.columns(2)
-        c1.number_input(
-            "West (lon °)",
-            -180.0,
-            180.0,
-            key="w_west",
-            format="%.4f",
-            persist_state="session",
-            help="Western edge, degrees of longitude.",
-        )
-        c2.number_input(
-            "East (lon °)",
-            -180.0,
-            180.0,
-            key="w_east",
-            format="%.4f",
-            persist_state="session",
-            help="Eastern edge, degrees of longitude.",
-        )
-        c1.number_input(
-            "South (lat °)",
-            -90.0,
-            90.0,
-            key="w_south",
-            format="%.4f",
-            persist_state="session",
-            help="Southern edge, degrees of latitude.",
-        )
-        c2.number_input(
-            "North (lat °)",
-            -90.0,
-            90.0,
-            key="w_north",
-            format="%.4f",
-            persist_state="session",
-            help="Northern edge, degrees of latitude.",
-        )
-        if st.button(
-            "Download road network",
-            icon=":material/download:",
-            help="Downloads the drivable roads of the box from OpenStreetMap.",
-        ):
-            _download((ss.w_west, ss.w_south, ss.w_east, ss.w_north))
-            if not ss.net_error:
-                net = state.network(ss.active_source)  # just downloaded: cached
-        if ss.active_source.startswith("city:") and not ss.net_error:
-            st.caption(
-                f"Press *Download* to use this box; until then the map shows the embedded city "
-                f"{_city_label(ss.active_source.partition(':')[2])}."
-            )
-    if ss.net_error:
-        st.error(ss.net_error)
-        if ss.get("net_error_details"):
-            st.caption(f"Details: {ss.net_error_details}")
-    return net
 
 
 def _clamp(key: str, low: float, high: float) -> None:
@@ -400,7 +228,6 @@ def _prior_controls(net: panda.RoadNetwork) -> None:
 
 def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
     """Draw the sidebar and return the current view (``page_loss``: the shown page's default loss)."""
-    ss = st.session_state
     _init_state()
     with st.sidebar:
         st.toggle(
@@ -408,154 +235,176 @@ def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
             key="w_present",
             help="For a projector: the sidebar starts collapsed and the type is larger (the link gets ?present=1).",
         )
-        net = _network_controls()
+        net = network_controls.render()
         st.caption(f"{net.n_nodes:,} nodes, {net.n_edges:,} road segments. {panda.OSM_ATTRIBUTION}")
-
-        st.header("Instance")
-        k_max = int(min(RANGES["n_records"][1], net.n_nodes))
-        _clamp("w_K", min(RANGES["n_records"][0], k_max), k_max)
-        st.number_input(
-            "Secret records K",
-            min_value=int(min(RANGES["n_records"][0], k_max)),
-            max_value=k_max,
-            step=50,
-            key="w_K",
-            help="How many road-network nodes make up the secret domain: the places a user can be.",
-        )
-        _clamp("w_N", 2, min(RANGES["n_users"][1], ss.w_K))
-        _clamp("w_M", 1, min(RANGES["n_outputs"][1], ss.w_K))
-        c1, c2 = st.columns(2)
-        c1.number_input(
-            "Users N",
-            min_value=2,
-            max_value=int(min(RANGES["n_users"][1], ss.w_K)),
-            step=5,
-            key="w_N",
-            help="How many users report a perturbed location (each at a different record).",
-        )
-        c2.number_input(
-            "Outputs",
-            min_value=1,
-            max_value=int(min(RANGES["n_outputs"][1], ss.w_K)),
-            step=10,
-            key="w_M",
-            help="How many records may be reported (the output set Y, drawn from the records).",
-        )
-        st.number_input(
-            "Seed",
-            min_value=0,
-            max_value=int(RANGES["seed"][1]),
-            step=1,
-            key="w_seed",
-            help="Random seed of the records, users and anchor draws: the same seed gives the same view.",
-        )
-        st.selectbox(
-            "Loss (what a report costs)",
-            list(LOSS_OPTIONS),
-            key="w_loss",
-            format_func=lambda k: LOSS_OPTIONS[k] + (f" ({LOSS_SHORT[page_loss]})" if k == "auto" else ""),
-            help=_loss_help(page_loss),
-        )
-        resolved = page_loss if ss.w_loss == "auto" else ss.w_loss
-        if resolved == "task":
-            st.number_input(
-                "Tasks in the task cost",
-                min_value=int(RANGES["n_tasks"][0]),
-                max_value=int(RANGES["n_tasks"][1]),
-                step=1,
-                key="w_tasks",
-                help="How many tasks (random places a service sends people to) the task cost averages over. "
-                "The paper uses one.",
-            )
-        _prior_controls(net)
-
-        st.header("PAnDA")
-        st.selectbox(
-            "Anchor selection (decay)",
-            list(DECAY_LABELS),
-            key="w_decay",
-            format_func=DECAY_LABELS.get,
-            help="How fast the chance of picking a record as an anchor falls with its distance from the user.",
-        )
-        st.radio(
-            "Preset",
-            PRESET_OPTIONS,
-            key="w_preset",
-            horizontal=True,
-            on_change=_on_preset_change,
-            help=PRESET_HELP,
-        )
-        st.caption(_preset_fixed(ss.w_preset))
-        st.slider(
-            "Privacy budget ε (1/km)",
-            *RANGES["epsilon_per_km"],
-            step=0.5,
-            key="w_eps",
-            help="How distinguishable two places may be: for two records 1 km apart, the chance of any output may "
-            "differ by at most a factor e^ε (for 200 m apart, e^(ε/5)). Smaller is more private.",
-        )
-        st.select_slider(
-            "Failure probability δ",
-            options=DELTA_OPTIONS,
-            key="w_delta",
-            format_func=_fmt_delta,
-            help="PAnDA promises the ε guarantee for a pair of users with probability at least 1 − δ (log scale).",
-        )
-        st.slider(
-            "Selection scale α",
-            *RANGES["alpha"],
-            step=0.01,
-            key="w_alpha",
-            help="The chance that the user's own record becomes an anchor (selection probability at 0 m).",
-        )
-        st.slider(
-            "Decay rate λ (1/km)",
-            *RANGES["lambda_per_km"],
-            step=0.05,
-            key="w_lambda",
-            help="How quickly the selection probability falls with distance (per km); larger = fewer, closer anchors.",
-        )
-        st.select_slider(
-            "Threshold distance γ",
-            options=GAMMA_OPTIONS,
-            key="w_gamma",
-            format_func=lambda g: _fmt_km(g, "auto"),
-            help="Records farther than γ from the user get one small constant selection probability. "
-            "'auto' uses the preset's rule (the largest distance divided by 50 or by the published table).",
-        )
-        st.slider(
-            "Neighbourhood size Γ",
-            *RANGES["neighbourhood_size"],
-            step=1,
-            key="w_Gamma",
-            help="For each anchor the server considers its Γ nearest records as where the user may truly be "
-            "when it sizes the safety margin.",
-        )
-        st.select_slider(
-            "LP constraint radius",
-            options=RADIUS_OPTIONS,
-            key="w_radius",
-            format_func=lambda r: _fmt_km(r, "all pairs"),
-            help="Constrain only anchor pairs closer than this (the published experiments: 800 m); "
-            "'all pairs' is the paper's definition and what the privacy guarantee needs.",
-        )
-        st.toggle(
-            "Compute the lower bound",
-            key="w_lb",
-            help="Also solve the Relaxed AnPO LP (no Phase-I cost, no margin): the best utility any mechanism on "
-            "these anchors could reach. It can be slow on dense settings; it has its own time limit.",
-        )
-        st.slider(
-            "Lower-bound time limit (s)",
-            *RANGES["lp_time_limit_s"],
-            step=1.0,
-            key="w_lbtime",
-            disabled=not ss.w_lb,
-            help="The lower-bound LP stops after this many seconds and is then shown as 'time limit'.",
-        )
-    _show_link_notice()
+        _instance_controls(net, page_loss)
+        _panda_controls()
+        _lower_bound_controls()
+    network_controls.show_link_notice()
     if area_picker.show_pending_box():  # the link's box was just downloaded: draw the page with it
         st.rerun()
+    return _params_from_widgets(page_loss)
+
+
+def _instance_controls(net: panda.RoadNetwork, page_loss: str) -> None:
+    """The instance: how many records, users and outputs, the seed, the loss and the prior."""
+    ss = st.session_state
+    st.header("Instance")
+    k_max = int(min(RANGES["n_records"][1], net.n_nodes))
+    _clamp("w_K", min(RANGES["n_records"][0], k_max), k_max)
+    st.number_input(
+        "Secret records K",
+        min_value=int(min(RANGES["n_records"][0], k_max)),
+        max_value=k_max,
+        step=50,
+        key="w_K",
+        help="How many road-network nodes make up the secret domain: the places a user can be.",
+    )
+    _clamp("w_N", 2, min(RANGES["n_users"][1], ss.w_K))
+    _clamp("w_M", 1, min(RANGES["n_outputs"][1], ss.w_K))
+    c1, c2 = st.columns(2)
+    c1.number_input(
+        "Users N",
+        min_value=2,
+        max_value=int(min(RANGES["n_users"][1], ss.w_K)),
+        step=5,
+        key="w_N",
+        help="How many users report a perturbed location (each at a different record).",
+    )
+    c2.number_input(
+        "Outputs",
+        min_value=1,
+        max_value=int(min(RANGES["n_outputs"][1], ss.w_K)),
+        step=10,
+        key="w_M",
+        help="How many records may be reported (the output set Y, drawn from the records).",
+    )
+    st.number_input(
+        "Seed",
+        min_value=0,
+        max_value=int(RANGES["seed"][1]),
+        step=1,
+        key="w_seed",
+        help="Random seed of the records, users and anchor draws: the same seed gives the same view.",
+    )
+    st.selectbox(
+        "Loss (what a report costs)",
+        list(LOSS_OPTIONS),
+        key="w_loss",
+        format_func=lambda k: LOSS_OPTIONS[k] + (f" ({LOSS_SHORT[page_loss]})" if k == "auto" else ""),
+        help=_loss_help(page_loss),
+    )
+    resolved = page_loss if ss.w_loss == "auto" else ss.w_loss
+    if resolved == "task":
+        st.number_input(
+            "Tasks in the task cost",
+            min_value=int(RANGES["n_tasks"][0]),
+            max_value=int(RANGES["n_tasks"][1]),
+            step=1,
+            key="w_tasks",
+            help="How many tasks (random places a service sends people to) the task cost averages over. "
+            "The paper uses one.",
+        )
+    _prior_controls(net)
+
+
+def _panda_controls() -> None:
+    """PAnDA's parameters: the decay, the preset, ε, δ, α, λ, γ, Γ and the LP's constraint radius."""
+    ss = st.session_state
+    st.header("PAnDA")
+    st.selectbox(
+        "Anchor selection (decay)",
+        list(DECAY_LABELS),
+        key="w_decay",
+        format_func=DECAY_LABELS.get,
+        help="How fast the chance of picking a record as an anchor falls with its distance from the user.",
+    )
+    st.radio(
+        "Preset",
+        PRESET_OPTIONS,
+        key="w_preset",
+        horizontal=True,
+        on_change=_on_preset_change,
+        help=PRESET_HELP,
+    )
+    st.caption(_preset_fixed(ss.w_preset))
+    st.slider(
+        "Privacy budget ε (1/km)",
+        *RANGES["epsilon_per_km"],
+        step=0.5,
+        key="w_epsilon_per_km",
+        help="How distinguishable two places may be: for two records 1 km apart, the chance of any output may "
+        "differ by at most a factor e^ε (for 200 m apart, e^(ε/5)). Smaller is more private.",
+    )
+    st.select_slider(
+        "Failure probability δ",
+        options=DELTA_OPTIONS,
+        key="w_delta",
+        format_func=_fmt_delta,
+        help="PAnDA promises the ε guarantee for a pair of users with probability at least 1 − δ (log scale).",
+    )
+    st.slider(
+        "Selection scale α",
+        *RANGES["alpha"],
+        step=0.01,
+        key="w_alpha",
+        help="The chance that the user's own record becomes an anchor (selection probability at 0 m).",
+    )
+    st.slider(
+        "Decay rate λ (1/km)",
+        *RANGES["lambda_per_km"],
+        step=0.05,
+        key="w_lambda",
+        help="How quickly the selection probability falls with distance (per km); larger = fewer, closer anchors.",
+    )
+    st.select_slider(
+        "Threshold distance γ",
+        options=GAMMA_OPTIONS,
+        key="w_gamma",
+        format_func=lambda g: _fmt_km(g, "auto"),
+        help="Records farther than γ from the user get one small constant selection probability. "
+        "'auto' uses the preset's rule (the largest distance divided by 50 or by the published table).",
+    )
+    st.slider(
+        "Neighbourhood size Γ",
+        *RANGES["neighbourhood_size"],
+        step=1,
+        key="w_Gamma",
+        help="For each anchor the server considers its Γ nearest records as where the user may truly be "
+        "when it sizes the safety margin.",
+    )
+    st.select_slider(
+        "LP constraint radius",
+        options=RADIUS_OPTIONS,
+        key="w_radius",
+        format_func=lambda r: _fmt_km(r, "all pairs"),
+        help="Constrain only anchor pairs closer than this (the published experiments: 800 m); "
+        "'all pairs' is the paper's definition and what the privacy guarantee needs.",
+    )
+
+
+def _lower_bound_controls() -> None:
+    """Whether to solve the Relaxed AnPO lower bound, and its time limit."""
+    ss = st.session_state
+    st.toggle(
+        "Compute the lower bound",
+        key="w_lb",
+        help="Also solve the Relaxed AnPO LP (no Phase-I cost, no margin): the best utility any mechanism on "
+        "these anchors could reach. It can be slow on dense settings; it has its own time limit.",
+    )
+    st.slider(
+        "Lower-bound time limit (s)",
+        *RANGES["lp_time_limit_s"],
+        step=1.0,
+        key="w_lbtime",
+        disabled=not ss.w_lb,
+        help="The lower-bound LP stops after this many seconds and is then shown as 'time limit'.",
+    )
+
+
+def _params_from_widgets(page_loss: str) -> Params:
+    """The view the sidebar's widgets hold."""
+    ss = st.session_state
     return Params(
         source=ss.active_source,
         n_records=int(ss.w_K),
@@ -564,7 +413,7 @@ def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
         seed=int(ss.w_seed),
         decay=ss.w_decay,
         preset=ss.w_preset,
-        epsilon_per_km=float(ss.w_eps),
+        epsilon_per_km=float(ss.w_epsilon_per_km),
         delta=float(ss.w_delta),
         alpha=float(ss.w_alpha),
         lambda_per_km=float(ss.w_lambda),

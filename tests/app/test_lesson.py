@@ -234,15 +234,15 @@ def test_epsilon_spreads_the_reports_and_follows_the_sidebar():
     at.session_state["lesson_mech"] = "em"
     run_ok(at)
     tight = float(metric(at, "Error at A").split()[0].replace(",", ""))
-    at.slider(key="lesson_eps").set_value(1.0).run()
+    at.slider(key="lesson_epsilon_per_km").set_value(1.0).run()
     assert not at.exception
-    assert at.slider(key="w_eps").value == 1.0  # one epsilon for the whole app
+    assert at.slider(key="w_epsilon_per_km").value == 1.0  # one epsilon for the whole app
     spread = float(metric(at, "Error at A").split()[0].replace(",", ""))
     assert spread > tight
     assert metric(at, "Geo-ind.") == "✓ holds"
-    at.slider(key="w_eps").set_value(20.0).run()  # and the sidebar's moves the page's
+    at.slider(key="w_epsilon_per_km").set_value(20.0).run()  # and the sidebar's moves the page's
     assert not at.exception
-    assert at.slider(key="lesson_eps").value == 20.0
+    assert at.slider(key="lesson_epsilon_per_km").value == 20.0
 
 
 @pytest.mark.parametrize("mech", ["laplace", "em", "em-br", "lp-ca", "panda-e"])
@@ -366,7 +366,7 @@ def test_lesson_survives_seed_city_size_and_preset_changes():
     run_ok(at)
     at.selectbox(key="lesson_a").set_value(450).run()
     at.number_input(key="w_seed").set_value(3).run()
-    at.slider(key="lesson_eps").set_value(2.0).run()
+    at.slider(key="lesson_epsilon_per_km").set_value(2.0).run()
     assert not at.exception and not at.error
     at.number_input(key="w_K").set_value(200).run()  # place 450 no longer exists
     assert not at.exception and not at.error
@@ -375,7 +375,7 @@ def test_lesson_survives_seed_city_size_and_preset_changes():
     at.selectbox(key="lesson_mech").set_value("panda-p").run()
     assert not at.exception and not at.error
     at.radio(key="w_preset").set_value("paper").run()
-    at.slider(key="lesson_eps").set_value(10.0).run()
+    at.slider(key="lesson_epsilon_per_km").set_value(10.0).run()
     assert not at.exception and not at.error
     assert metric(at, "Error at A").endswith(" m") or metric(at, "Error at A") == "—"
 

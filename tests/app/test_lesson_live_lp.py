@@ -109,12 +109,12 @@ def test_a_second_session_shows_the_finished_optimum_at_once(db, monkeypatch, st
 def test_a_failed_background_solve_is_said_not_promised(db, monkeypatch):
     """A background solve that fails leaves the first mechanism with a sentence saying so, never the promise of an
     update that will not come, and the page does not rerun itself in a loop."""
-    from app import state
+    from app import page_jobs
 
     def stopped(*_args, **_kwargs):
         raise RuntimeError("stopped by the test")
 
-    monkeypatch.setattr(state, "start", lambda fn, *args, **kwargs: state.Job(stopped))
+    monkeypatch.setattr(page_jobs, "start", lambda fn, *args, **kwargs: page_jobs.Job(stopped))
     at = make_app(K="300", N="12", M="80", eps="2")
     run_ok(at)
     at.selectbox(key="lesson_mech").set_value("lp")

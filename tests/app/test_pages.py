@@ -235,7 +235,7 @@ def test_compare_without_the_baselines_says_so(monkeypatch):
 def test_epsilon_slider_changes_a_metric():
     at = run_ok(make_app())
     before = metric(at, "Phase-I spend"), metric(at, "Violation rate")
-    at.slider(key="w_eps").set_value(20.0)
+    at.slider(key="w_epsilon_per_km").set_value(20.0)
     run_ok(at)
     after = metric(at, "Phase-I spend"), metric(at, "Violation rate")
     assert after != before
@@ -288,7 +288,7 @@ def test_recommended_preset_moves_the_sliders_and_runs_with_them():
     assert at.slider(key="w_lambda").value == rec.lambda_per_km
     assert at.select_slider(key="w_gamma").value == rec.gamma_km
     assert at.select_slider(key="w_radius").value is None
-    assert at.slider(key="w_eps").value == 5.0  # epsilon is the user's, not the preset's
+    assert at.slider(key="w_epsilon_per_km").value == 5.0  # epsilon is the user's, not the preset's
     # The run used them: the caption shows the run's own config and gamma.
     assert _caption_value(at, "δ") == f"{rec.delta:g}"
     assert _caption_value(at, "α") == f"{rec.alpha:g}"
@@ -365,7 +365,7 @@ def test_query_parameters_round_trip():
     }
     at = run_ok(make_app(**query))
     assert at.selectbox(key="w_decay").value == "power"
-    assert at.slider(key="w_eps").value == 7.5
+    assert at.slider(key="w_epsilon_per_km").value == 7.5
     assert at.select_slider(key="w_delta").value == 1e-3
     assert at.select_slider(key="w_gamma").value == 0.2
     assert at.select_slider(key="w_radius").value == 0.4
@@ -381,7 +381,7 @@ def test_query_parameters_round_trip():
 
 def test_bad_query_parameters_are_ignored_not_fatal():
     at = run_ok(make_app(eps="lots", K="-3", city="atlantis"))
-    assert at.slider(key="w_eps").value == 5.0
+    assert at.slider(key="w_epsilon_per_km").value == 5.0
     assert _qp(at, "city") == "neubrandenburg" and _qp(at, "eps") == "5"
     assert any("atlantis" in t.value for t in at.toast)
 

@@ -100,12 +100,12 @@ def test_the_lesson_works_by_keyboard(server, browser):  # noqa: F811
                 break
         for key in ("lesson_mech", "lesson_a", "lesson_b"):
             assert ("input", "combobox", "text") in reached.get(key, set()), f"{key}: {reached}"
-        assert ("input", "", "range") in reached.get("lesson_eps", set()), reached
+        assert ("input", "", "range") in reached.get("lesson_epsilon_per_km", set()), reached
         assert any(role == "radio" for _, role, _ in reached.get("lesson_mode", set())), reached
         assert ("div", "tab", "") in reached.get("lesson_tab", set()), reached
 
         # 2. The epsilon slider by keyboard: focus it, ArrowRight moves it one step (5 -> 5.5 per km).
-        slider = page.locator('.st-key-lesson_eps input[type="range"]')
+        slider = page.locator('.st-key-lesson_epsilon_per_km input[type="range"]')
         assert slider.get_attribute("value") == "5"
         slider.focus()
         page.keyboard.press("ArrowRight")

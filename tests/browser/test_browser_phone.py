@@ -74,7 +74,7 @@ def test_the_lesson_on_a_phone(server, browser, default_instance):  # noqa: F811
         # The controls come before the map: mechanism, epsilon, the places and the numbers.
         map_box = page.locator('[data-testid="stDeckGlJsonChart"]').bounding_box()
         mech = page.locator(".st-key-lesson_mech").bounding_box()
-        eps = page.locator(".st-key-lesson_eps").bounding_box()
+        eps = page.locator(".st-key-lesson_epsilon_per_km").bounding_box()
         place_a = page.locator(".st-key-lesson_a").bounding_box()
         metric = page.locator('[data-testid="stMetric"]').filter(has=page.get_by_text("Error at A", exact=True))
         boxes = {"mechanism": mech, "ε slider": eps, "place A": place_a, "Error at A": metric.bounding_box()}

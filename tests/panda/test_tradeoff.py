@@ -211,7 +211,7 @@ def test_failures_skips_and_estimates_never_raise(tiny, monkeypatch):
 
 def test_a_method_the_busy_queue_never_ran_is_busy_not_failed(monkeypatch):
     """The dashboard's curve: a method whose job found no free worker (JobBusy) is a "busy" row, not a failure."""
-    from app import state
+    from app import page_jobs, state
     from panda.execution import JobBusy
 
     def fake(instance_key, method, eps, items, seed, limit, _progress=None):
@@ -220,7 +220,7 @@ def test_a_method_the_busy_queue_never_ran_is_busy_not_failed(monkeypatch):
         return tradeoff.status_rows(method, eps, "solved")
 
     monkeypatch.setattr(state, "tradeoff_method", fake)
-    rows = state.tradeoff_curve(
+    rows = page_jobs.tradeoff_curve(
         ("city:kotka", 40, 5, 10, 0, "road", 1, "uniform"), ("em", "em-br"), (1.0, 5.0), (), 0, 5.0
     )
     by = {(r["method"], r["epsilon_per_km"]): r for r in rows}
@@ -312,7 +312,7 @@ def test_figure(curve):
 def test_close_bound_labels_are_pushed_apart():
     """The curve's grid has 3.5 and 5/km 0.15 decades apart: their labels overlapped at 1280 px."""
     pytest.importorskip("plotly")
-    from app.figures.curve_charts import _bound_label_positions
+    from app.figures.curve_bounds import _bound_label_positions
 
     xs = [0.5, 1.0, 2.0, 3.5, 5.0, 10.0, 20.0, 50.0]
     ys = [1263.0, 952.0, 570.0, 377.0, 256.0, 109.0, None, None]
@@ -336,7 +336,7 @@ def test_close_bound_labels_are_pushed_apart():
 
 def test_dashboard_curve_runs_in_the_worker_and_reports_failures(monkeypatch):
     pytest.importorskip("streamlit")
-    from app import state
+    from app import page_jobs, state
     from panda.execution import LOW, JobError
     from panda.jobs import tradeoff_curve_job
 
@@ -345,7 +345,7 @@ def test_dashboard_curve_runs_in_the_worker_and_reports_failures(monkeypatch):
     items = state.config_items(panda.preset("artifact"))
     try:
         messages = []
-        job = state.start_tradeoff_curve(key, ("panda-e", "em"), (2.0, 20.0), items, 0, 5.0)
+        job = page_jobs.start_tradeoff_curve(key, ("panda-e", "em"), (2.0, 20.0), items, 0, 5.0)
         rows = job.result(lambda message, fraction: messages.append(fraction))
         assert [(r["method"], r["epsilon_per_km"]) for r in rows] == [
             ("panda-e", 2.0),
@@ -359,7 +359,7 @@ def test_dashboard_curve_runs_in_the_worker_and_reports_failures(monkeypatch):
             raise JobError("the computation did not finish within 60 s and was stopped")
 
         monkeypatch.setattr(state, "tradeoff_method", broken)
-        rows = state.tradeoff_curve(key, ("lp-ca",), (2.0, 20.0), (), 0, 5.0)
+        rows = page_jobs.tradeoff_curve(key, ("lp-ca",), (2.0, 20.0), (), 0, 5.0)
         assert [r["outcome"] for r in rows] == ["failed", "failed"] and "60 s" in rows[0]["status"]
     finally:
         state.panda_worker().close()
