@@ -48,6 +48,14 @@ __all__ = [
     "pmdp_audit",
     "config_items",
     "clear_all",
+    "TRADEOFF_POINT_LIMIT_S",
+    "TRADEOFF_METHOD_BUDGET_S",
+    "tradeoff_method",
+    "repeated_reports",
+    "background_errors",
+    "peaked_prior_name",
+    "users_numbers",
+    "score_round",
 ]
 
 #: Cached entries per function (each holds one instance or result; a few MB at most).
@@ -436,9 +444,6 @@ def tradeoff_method(
     return rows
 
 
-__all__ += ["TRADEOFF_POINT_LIMIT_S", "TRADEOFF_METHOD_BUDGET_S", "tradeoff_method"]
-
-
 # --- Lesson: repeated reports and background knowledge (cached per view; shared by sessions) ---
 
 
@@ -514,9 +519,6 @@ def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, opt
         "top_decile_share": float(top[: max(1, inst.n_records // 10)].sum()),
         "peaked_prior": peaked,
     }
-
-
-__all__ += ["repeated_reports", "background_errors", "peaked_prior_name"]
 
 
 # --- Compare: each method's numbers at the users' records (cached per view and method; shared by sessions) ---
@@ -596,6 +598,3 @@ def score_round(
         timeout_s=JOB_TIMEOUT_S,
         priority=HIGH,
     )
-
-
-__all__ += ["users_numbers", "score_round"]
