@@ -99,7 +99,7 @@ def tradeoff_curve(
 ) -> list[dict]:
     """The privacy-utility curve of a view: panda.tradeoff.tradeoff_curve rows, methods in the given order.
 
-    Each method's rows come from :func:`app.state.tradeoff_method` (st.cache_data: computed once for all
+    Each method's rows come from :func:`app.state.tradeoff_method` (cached: computed once for all
     sessions); each uncached method is a worker job, started together, of which at most
     ``panda.execution.MAX_JOBS_PER_OWNER`` of one session run at once (the others wait their turn).
     ``panda_items`` (:func:`app.state.config_items`) only matter to PAnDA, ``lp_time_limit_s`` only to "lp": both

@@ -298,7 +298,7 @@ def test_submit_joining_a_job_still_being_submitted_returns_its_future(executor,
     try:
         assert entered.wait(60), "the first submission did not start"
         base = job_key("started_at", (0.0, "joined-early"))
-        flight = executor._flights[executor._current[base]]
+        flight = executor._flights.of(base)
         assert flight.future is None
         second: dict = {}
         joiner = threading.Thread(

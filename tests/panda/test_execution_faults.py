@@ -20,7 +20,6 @@ import pytest
 from conftest import ROOT
 from executor_support import in_thread, local_cluster, worker_processes
 
-from panda import execution
 from panda.execution import (
     SCHEDULER_ENV,
     Executor,
@@ -29,6 +28,7 @@ from panda.execution import (
     close_executor,
     get_executor,
 )
+from panda.execution import cluster as execution_cluster
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -131,7 +131,8 @@ def test_a_stopped_scheduler_is_replaced_on_the_next_job(executor, tmp_path):
     _wait_for(lambda: len(_executions(path)) == 1, 60, "the job to start")
 
     t0 = time.perf_counter()
-    executor._cluster.sync(executor._cluster.scheduler.close)  # the scheduler is gone
+    local = executor._connection.cluster.dask_cluster
+    local.sync(local.scheduler.close)  # the scheduler is gone
     thread.join(30)
     assert not thread.is_alive()
     error = out.get("error")
@@ -189,7 +190,8 @@ def test_a_thread_asking_for_the_client_mid_recovery_waits_for_the_new_cluster(e
     decided = threading.Event()  # the asker reached the recovery lock, or dialed
     dialed: list[tuple[str, str]] = []
     asked: dict = {}
-    real_connect, real_start = executor._connect, executor._start_local
+    connection = executor._connection
+    real_connect, real_start = connection._connect, connection.cluster.start
 
     def connect() -> None:
         name = threading.current_thread().name
@@ -200,23 +202,24 @@ def test_a_thread_asking_for_the_client_mid_recovery_waits_for_the_new_cluster(e
                 raise JobError("dialed the stopped scheduler's address")
         real_connect()
 
-    def start_local(worker_log):
-        address = real_start(worker_log)  # the new scheduler runs; executor.address is still the old one
-        assert executor.address == old_address and executor._client is None
+    def start_local():
+        address = real_start()  # the new scheduler runs; executor.address is still the old one
+        assert executor.address == old_address and connection._client is None
         asker = threading.Thread(target=lambda: asked.update(client=executor.client), name=asker_name, daemon=True)
         asked["thread"] = asker
         asker.start()
         _wait_for(decided.is_set, 60, "the asking thread to dial or to wait for the recovery")
         return address
 
-    monkeypatch.setattr(executor, "_connect", connect)
-    monkeypatch.setattr(executor, "_start_local", start_local)
-    monkeypatch.setattr(executor, "_recover_lock", _WatchedLock(executor._recover_lock, asker_name, decided))
-    executor._cluster.sync(executor._cluster.scheduler.close)  # the scheduler is gone
+    monkeypatch.setattr(connection, "_connect", connect)
+    monkeypatch.setattr(connection.cluster, "start", start_local)
+    monkeypatch.setattr(connection, "_recover_lock", _WatchedLock(connection._recover_lock, asker_name, decided))
+    local = connection.cluster.dask_cluster
+    local.sync(local.scheduler.close)  # the scheduler is gone
     client = executor.client  # this thread replaces the cluster
     asked["thread"].join(60)
     assert not asked["thread"].is_alive()
-    assert asked.get("client") is client is executor._client, asked
+    assert asked.get("client") is client is connection._client, asked
     assert executor.recoveries == recoveries + 1
     assert executor.address != old_address
     assert [address for _, address in dialed] == [executor.address], dialed  # once, by the recovery
@@ -232,7 +235,8 @@ def test_a_local_start_that_fails_leaves_no_scheduler_workers_or_certificates(mo
     folders: list[Path] = []
     clusters: list = []
     groups: list[subprocess.Popen] = []
-    real_write, real_popen, real_cluster = execution._write_tls_files, subprocess.Popen, distributed.LocalCluster
+    real_write, real_popen = execution_cluster._write_tls_files, subprocess.Popen
+    real_cluster = distributed.LocalCluster
 
     def write_tls_files(security) -> Path:
         folders.append(real_write(security))
@@ -251,9 +255,9 @@ def test_a_local_start_that_fails_leaves_no_scheduler_workers_or_certificates(mo
         return groups[-1]
 
     monkeypatch.delenv(SCHEDULER_ENV, raising=False)
-    monkeypatch.setattr(execution, "_write_tls_files", write_tls_files)
+    monkeypatch.setattr(execution_cluster, "_write_tls_files", write_tls_files)
     monkeypatch.setattr(distributed, "LocalCluster", cluster)
-    monkeypatch.setattr(execution.subprocess, "Popen", popen)
+    monkeypatch.setattr(execution_cluster.subprocess, "Popen", popen)
     with pytest.raises(OSError, match="no more processes"):
         Executor(n_workers=2, memory_limit=2**30)
     monkeypatch.undo()

@@ -25,8 +25,7 @@ import psutil
 import pytest
 from conftest import ROOT
 
-from panda import execution
-from panda.execution import RUNNING_DIR_ENV, SCHEDULER_ENV, _running, running_jobs
+from panda.execution import RUNNING_DIR_ENV, SCHEDULER_ENV, _running, running, running_jobs
 
 ARTIFACTS = ROOT / "test-artifacts"
 LOOPBACK = {"127.0.0.1", "::1"}
@@ -36,13 +35,13 @@ import json, os, sys
 from panda.execution import Executor
 ex = Executor(n_workers=2, memory_limit=2**30)
 ex.wait_for_workers(2, timeout_s=180)
-hello = {"address": ex.address, "tls_dir": str(ex._tls_dir), "pid": ex.run(os.getpid, timeout_s=60)}
+hello = {"address": ex.address, "tls_dir": str(ex._connection.cluster.tls_dir), "pid": ex.run(os.getpid, timeout_s=60)}
 print(json.dumps(hello), flush=True)
 for line in sys.stdin:
     if line.strip() != "run":
         break
     print(json.dumps({"pid": ex.run(os.getpid, timeout_s=60)}), flush=True)
-tls_dir = ex._tls_dir
+tls_dir = ex._connection.cluster.tls_dir
 ex.close()
 print(json.dumps({"closed": True}), flush=True)
 """
@@ -201,7 +200,7 @@ def test_the_certificate_folder_is_private_and_removed_with_the_cluster(server):
 def running_dir(tmp_path, monkeypatch):
     folder = tmp_path / "running"
     monkeypatch.setenv(RUNNING_DIR_ENV, str(folder))
-    monkeypatch.setattr(execution, "_WARNED_DIRS", set())
+    monkeypatch.setattr(running, "_WARNED_DIRS", set())
     return folder
 
 

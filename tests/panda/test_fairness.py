@@ -69,8 +69,7 @@ def _wait_for(condition, what: str, timeout_s: float = 60.0) -> None:
 
 def _flight_of(executor: Executor, fn, *args):
     """The flight in ``executor`` of job ``fn(*args)`` once it is submitted (its future is there), else None."""
-    with executor._lock:
-        flight = executor._flights.get(executor._current.get(job_key(fn.__name__, args), ""))
+    flight = executor._flights.of(job_key(fn.__name__, args))
     return flight if flight is not None and flight.future is not None else None
 
 
@@ -90,7 +89,7 @@ def _occupy_both_workers(executor: Executor, seconds: float, tag: str) -> list:
     only take the one worker with the ``long`` resource)."""
     futures = [executor.submit(started_at, seconds, f"{tag}-{k}", priority=HIGH) for k in range(2)]
     deadline = time.monotonic() + 60
-    while sum(1 for f in executor._flights.values() if f.started is not None) < 2:
+    while sum(1 for f in executor._flights.all() if f.started is not None) < 2:
         assert time.monotonic() < deadline, "the blocking jobs did not start"
         time.sleep(0.05)
     return futures
@@ -132,7 +131,7 @@ def test_sessions_are_served_in_turn(executor):
     """
     blocker = executor.submit(started_at, 2.5, "turn-block", priority=LOW)
     deadline = time.monotonic() + 60
-    while not any(f.started is not None for f in executor._flights.values() if f.base.startswith("started_at")):
+    while not any(f.started is not None for f in executor._flights.all() if f.base.startswith("started_at")):
         assert time.monotonic() < deadline, "the blocking job did not start"
         time.sleep(0.05)
     hog = []
@@ -249,7 +248,7 @@ def test_an_interactive_job_is_not_given_to_a_worker_busy_with_a_long_one(execut
     one after the other, long before the long job ends."""
     long_job = executor.submit(first_long, 8.0, priority=LOW)
     deadline = time.monotonic() + 30
-    while not any(f.started is not None for f in executor._flights.values() if f.key == long_job.key):
+    while not any(f.started is not None for f in executor._flights.all() if f.key == long_job.key):
         assert time.monotonic() < deadline, "the long job did not start"
         time.sleep(0.05)
     t0 = time.time()
@@ -345,8 +344,7 @@ def test_a_slot_wait_lasts_while_the_sessions_own_jobs_keep_finishing(executor, 
             thread.join(60)
         assert [box.get("value") for _, box in waiters] == [MAX_JOBS_PER_OWNER - 1] * 2, waiters
     finally:
-        with executor._owner_free:
-            held = executor._owners.get(slots, 0)
+        held = executor._slots.held(slots)
         for _ in range(held):
             executor._leave(slots)
     assert executor.jobs_of("curve") == 0

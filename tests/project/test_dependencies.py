@@ -186,7 +186,7 @@ def test_the_installers_require_hashes():
 #: Distributions that a dependency imports only on a path our code takes: (the distribution, a file of ours,
 #: the text there that takes the path). The static walk above cannot see them; a clean venv would fail on them.
 CODE_PATH_NEEDS = (
-    ("cryptography", "panda/execution.py", "Security.temporary()"),  # distributed's TLS certificate
+    ("cryptography", "panda/execution/cluster.py", "Security.temporary()"),  # distributed's TLS certificate
     ("choreographer", "app/model/export_files.py", "kaleido"),  # kaleido 1 drives Chromium through it
     ("psycopg-binary", "app/server/db/store.py", "postgresql"),  # psycopg[binary]'s compiled driver
 )

@@ -1,0 +1,130 @@
+"""Fairness between the jobs and between their owners: priorities, long jobs' workers, per-owner slots.
+
+* **Priorities**: :data:`HIGH` (interactive: a PAnDA run, a mechanism matrix, an audit) is scheduled
+  before :data:`LOW` (long: sweeps, trade-off curves, the optimal LP), through Dask's ``priority=``.
+  Dask never pre-empts a running task, so long jobs also need the worker resource :data:`LONG_RESOURCE`,
+  which one worker of the local cluster lacks (:class:`~panda.execution.cluster.LocalCluster`).
+* **Owners** (a dashboard session): each has at most :data:`MAX_JOBS_PER_OWNER` jobs of a kind in flight
+  (:class:`OwnerSlots`); a further one waits in the owner's own thread.
+* **Queue positions**: how many jobs a worker will start before a waiting one (:func:`jobs_ahead`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from panda.execution.errors import JobAbandoned, JobBusy
+
+#: Priority of interactive jobs (someone waits for them) and of long ones.
+HIGH = 10
+LOW = 0
+#: The worker resource long jobs need (when some worker of the cluster has it).
+LONG_RESOURCE = "long"
+#: Jobs one owner (a dashboard session) may have in flight at once; more wait in the owner's own thread.
+MAX_JOBS_PER_OWNER = 3
+
+
+def default_priority(fn: Callable[..., Any]) -> int:
+    """Return a job's own priority (:func:`panda.jobs.interactive_job`, :func:`panda.jobs.long_job`), else HIGH."""
+    return int(getattr(fn, "priority", HIGH))
+
+
+class _Queued(Protocol):
+    """What the queue order reads of a job in flight (a :class:`panda.execution.flights._Flight`)."""
+
+    priority: int
+    submitted: float
+    started: float | None
+    stopped: str | None
+
+
+def jobs_ahead(flight: _Queued, others: Iterable[_Queued]) -> int:
+    """Count the jobs of ``others`` that a worker will start before the waiting ``flight``.
+
+    A job goes first when it waits too and has a higher priority, or the same one and was submitted earlier.
+    """
+    return sum(
+        1
+        for other in others
+        if other is not flight
+        and other.started is None
+        and other.stopped is None
+        and (
+            other.priority > flight.priority
+            or (other.priority == flight.priority and other.submitted < flight.submitted)
+        )
+    )
+
+
+class OwnerSlots:
+    """Each owner's job slots: at most :data:`MAX_JOBS_PER_OWNER` jobs in flight per (owner, kind).
+
+    A slot is held from before a job's submission to the end of the owner's wait for it
+    (:meth:`enter`, :meth:`leave`).
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, str], int] = {}  # (owner, kind) -> jobs in flight
+        self._freed: dict[tuple[str, str], float] = {}  # (owner, kind) -> when a slot was last given back
+        self._free = threading.Condition()
+
+    def enter(
+        self,
+        owner: tuple[str, str],
+        progress: Callable[[str, float], None] | None,
+        keep_waiting: Callable[[], bool] | None,
+        queue_limit_s: float,
+    ) -> int:
+        """Take one of ``owner``'s job slots (waiting for one if all are taken); return its jobs before it.
+
+        The wait is for the owner's own jobs (a curve's seven methods in three slots), so it goes on for as
+        long as they keep finishing: it ends with :class:`JobBusy` (the server is busy, try again; never
+        "too heavy") only when none of them gave its slot back for ``queue_limit_s``. It does not count
+        against the job's time limit, which starts when a worker starts the job.
+        """
+        began = time.monotonic()
+        told = False
+        with self._free:
+            while self._held.get(owner, 0) >= MAX_JOBS_PER_OWNER:
+                if keep_waiting is not None and not keep_waiting():
+                    msg = "nobody waits for this computation any more"
+                    raise JobAbandoned(msg)
+                if time.monotonic() > max(began, self._freed.get(owner, began)) + queue_limit_s:
+                    msg = (
+                        f"the computation waited {queue_limit_s:.0f} s without a free worker: this session's "
+                        f"other {MAX_JOBS_PER_OWNER} computations hold its share and none of them finished "
+                        "meanwhile; try again when they have"
+                    )
+                    raise JobBusy(msg)
+                if progress is not None and not told:
+                    progress(f"busy: waiting for this session's other {MAX_JOBS_PER_OWNER} computations", 0.0)
+                    told = True
+                self._free.wait(0.1)
+            rank = self._held.get(owner, 0)
+            self._held[owner] = rank + 1
+        return rank
+
+    def leave(self, owner: tuple[str, str]) -> None:
+        """Give one of ``owner``'s slots back (and wake the owner's jobs waiting for one)."""
+        with self._free:
+            left = self._held.get(owner, 1) - 1
+            if left > 0:
+                self._held[owner] = left
+                self._freed[owner] = time.monotonic()
+            else:
+                self._held.pop(owner, None)
+                self._freed.pop(owner, None)
+            self._free.notify_all()
+
+    def held(self, owner: tuple[str, str]) -> int:
+        """Slots ``owner`` (an (owner, kind) pair) holds now."""
+        with self._free:
+            return self._held.get(owner, 0)
+
+    def jobs_of(self, owner: str) -> int:
+        """Jobs ``owner`` has in flight now, interactive and long."""
+        with self._free:
+            return sum(n for (who, _kind), n in self._held.items() if who == owner)
