@@ -23,6 +23,8 @@ A process-wide :class:`Executor` (:func:`get_executor`) runs jobs on a Dask clus
   from the project's checkout or install the package: ``cd /path/to/checkout && PYTHONPATH=. dask
   worker ...``), one thread each (``--nthreads 1``), optionally ``--preload panda.execution`` for the
   address-space cap and warm imports, ``--resources long=1`` on the workers that may run long jobs.
+  A plain ``tcp://`` scheduler on another machine is refused (a JobError saying why) unless
+  ``PANDA_DASK_ALLOW_PLAINTEXT=1`` (:data:`ALLOW_PLAINTEXT_ENV`) accepts the risk; on loopback it is accepted.
 
 :meth:`Executor.run` returns a job's value or raises :class:`JobError` / :class:`JobTimeout` with a
 readable message (never a traceback):
@@ -116,6 +118,7 @@ from panda.execution.cluster import (
     worker_pre_spawn_environ as worker_pre_spawn_environ,
 )
 from panda.execution.connection import (
+    ALLOW_PLAINTEXT_ENV as ALLOW_PLAINTEXT_ENV,
     CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S,
     START_TIMEOUT_S as START_TIMEOUT_S,
     TLS_CONFIG_ENV as TLS_CONFIG_ENV,

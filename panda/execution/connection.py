@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,9 @@ TLS_CONFIG_ENV = (
     "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT",
     "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY",
 )
+#: Set to 1 to accept a named scheduler on another machine over plain ``tcp://`` (refused otherwise: anyone
+#: who can reach such a scheduler can run code on it and on its workers).
+ALLOW_PLAINTEXT_ENV = "PANDA_DASK_ALLOW_PLAINTEXT"
 #: Seconds to wait for a restarted worker, and for the local scheduler's connection.
 START_TIMEOUT_S = 120.0
 #: Seconds to wait for a named scheduler's connection (a job then fails with a JobError).
@@ -83,12 +87,22 @@ class Connection:
         self._restarts: list[threading.Thread] = []
         self._on_event: Callable[[Any], None] = lambda _event: None
         self._on_recover: Callable[[], None] = lambda: None
+        #: Why a named scheduler is not connected to (a plain-text one on another machine), or None.
+        self.refusal: str | None = None
         if cluster is None and address is not None and _unencrypted_remote(address):
-            log.warning(
-                "the computing cluster at %s is reached without TLS: anyone who can reach it can run code "
-                'on it (README "Serving a class": tls:// with certificates)',
-                address,
-            )
+            if os.environ.get(ALLOW_PLAINTEXT_ENV) == "1":
+                log.warning(
+                    "the computing cluster at %s is reached without TLS: anyone who can reach it can run code "
+                    'on it (README "Serving a class": tls:// with certificates)',
+                    address,
+                )
+            else:
+                self.refusal = (
+                    f"the computing cluster at {address} would be reached without TLS, and anyone who can reach it "
+                    'could run code on it: use tls:// with certificates (README "Serving a class"), or set '
+                    f"{ALLOW_PLAINTEXT_ENV}=1 to accept that risk"
+                )
+                log.error("%s", self.refusal)
 
     def listen(self, on_event: Callable[[Any], None], on_recover: Callable[[], None]) -> None:
         """Hand the workers' job events to ``on_event``; call ``on_recover`` when a new local cluster starts.
@@ -151,6 +165,8 @@ class Connection:
             if self.shut:
                 msg = "the computing cluster was shut down"
                 raise JobError(msg)
+            if self.refusal is not None:
+                raise JobError(self.refusal)
             timeout = START_TIMEOUT_S if self.local else self.connect_timeout_s
             if not self.local and str(self.address).startswith("tls://") and not _tls_configured():
                 msg = (

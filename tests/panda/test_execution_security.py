@@ -277,10 +277,20 @@ def test_marker_symlinks_are_neither_followed_nor_removed_through(running_dir, t
     assert victim.read_text() == "keep" and (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
 
 
-def test_a_named_scheduler_without_tls_on_another_machine_is_warned_about(caplog):
-    from panda.execution import Executor
+def test_a_named_scheduler_without_tls_on_another_machine_is_refused_unless_allowed(caplog, monkeypatch):
+    from panda.execution import ALLOW_PLAINTEXT_ENV, Executor, JobError
 
-    cases = (("tcp://192.0.2.7:8786", True), ("tcp://127.0.0.1:8786", False), ("tls://192.0.2.7:8786", False))
+    monkeypatch.delenv(ALLOW_PLAINTEXT_ENV, raising=False)
+    remote = "tcp://192.0.2.7:8786"  # TEST-NET-1: never answers
+    ex = Executor(remote, connect_timeout_s=1.0)
+    try:
+        with pytest.raises(JobError, match=f"without TLS.*{ALLOW_PLAINTEXT_ENV}=1"):
+            ex.run(os.getpid, timeout_s=5)  # refused before any connection attempt
+    finally:
+        ex.close()
+
+    monkeypatch.setenv(ALLOW_PLAINTEXT_ENV, "1")
+    cases = ((remote, True), ("tcp://127.0.0.1:8786", False), ("tls://192.0.2.7:8786", False))
     for address, warned in cases:
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="panda.execution"):
