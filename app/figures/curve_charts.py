@@ -21,8 +21,8 @@ attacker's error (m), or both as two stacked panels sharing the eps axis (``metr
   "▲ ε = E: LP ≥ B m" stacked in one column at the panel's top right, a fixed number of pixels apart
   (:func:`bound_label_layout`: never overlapping, whatever the figure's size), and, where it
   returned an audited mechanism all the same, a down-pointing triangle at that
-  mechanism's loss joined to the bound by a dotted line; an unsolved point without a bound shows
-  nothing and the figure says so in a note;
+  mechanism's loss joined to the bound by a dotted line (these traces: :mod:`app.figures.curve_bounds`);
+  an unsolved point without a bound shows nothing and the figure says so in a note;
 * a dashed vertical line at the current eps;
 * every point's ``customdata[0]`` is its eps (1/km): a click handler (``st.plotly_chart(...,
   on_select="rerun", selection_mode="points")``) reads ``point["customdata"][0]`` and sets eps.
@@ -33,13 +33,23 @@ the LP's bounds, what the attacker's error leaves out for PAnDA).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.figures.curve_bounds import (
+    BOUND_LABEL_FONT,
+    BOUND_LABEL_GAP,
+    BOUND_LABEL_LINE_HEIGHT,
+    BOUND_LABEL_NAME,
+    BOUND_LABEL_PAD,
+    BOUND_LABEL_TOP_ROWS,
+    add_lp_bound,
+    bound_label_height,
+    bound_label_layout,
+    is_finite_number,
+)
 from app.figures.palette import MECHANISM_COLORS
 from app.model.panda_numbers import fmt_m
 from panda.tradeoff import METHOD_LABELS
@@ -49,6 +59,12 @@ __all__ = [
     "COLORS",
     "METRICS",
     "PANDA_SCOPES",
+    "BOUND_LABEL_FONT",
+    "BOUND_LABEL_LINE_HEIGHT",
+    "BOUND_LABEL_PAD",
+    "BOUND_LABEL_GAP",
+    "BOUND_LABEL_TOP_ROWS",
+    "BOUND_LABEL_NAME",
     "bound_label_height",
     "bound_label_layout",
     "tradeoff_figure",
@@ -78,10 +94,6 @@ _KEY_TEXT = {
 _GREY = "#6b6b6b"
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _audit_state(row: Mapping) -> str:
     if not row.get("audited"):
         return "not audited"
@@ -94,9 +106,9 @@ def _audit_text(row: Mapping) -> str:
         return str(row.get("audit_kind") or "not audited")
     kind = "PmDP audit (Phase I counted)" if str(row.get("method", "")).startswith("panda") else "exact ε-mDP audit"
     text = f"{kind}: {state}"
-    if str(row.get("method", "")).startswith("panda") and _finite(row.get("pmdp_user_rate_over_delta_upper")):
+    if str(row.get("method", "")).startswith("panda") and is_finite_number(row.get("pmdp_user_rate_over_delta_upper")):
         text += f" ({100 * row['pmdp_user_rate_over_delta_upper']:.0f} % of user pairs may exceed δ)"
-    elif _finite(row.get("epsilon_min_per_km")):
+    elif is_finite_number(row.get("epsilon_min_per_km")):
         text += f" (smallest ε it meets: {row['epsilon_min_per_km']:.3g} /km)"
     return text
 
@@ -104,10 +116,10 @@ def _audit_text(row: Mapping) -> str:
 def _hover(row: Mapping, label: str, word: str, value: float, others: Sequence[tuple[str, object]]) -> str:
     lines = [f"<b>{label}</b>", f"ε = {row['epsilon_per_km']:g} /km", f"{word}: {fmt_m(value)}"]
     for other_word, other_value in others:
-        if _finite(other_value):
+        if is_finite_number(other_value):
             lines.append(f"{other_word}: {fmt_m(float(other_value))}")
     lines.append(_audit_text(row))
-    if _finite(row.get("build_time_s")):
+    if is_finite_number(row.get("build_time_s")):
         lines.append(f"built in {row['build_time_s']:.2f} s")
     if str(row.get("method", "")).startswith("panda") and word == "attacker's error":
         lines.append("the attacker sees the report only, not the uploaded anchors")
@@ -182,7 +194,7 @@ def _add_metric(
                 value = r.get(key)
                 xs.append(float(r["epsilon_per_km"]))
                 custom.append([float(r["epsilon_per_km"]), method])
-                if r.get("outcome", "solved") == "solved" and _finite(value):
+                if r.get("outcome", "solved") == "solved" and is_finite_number(value):
                     ys.append(float(value))
                     symbols.append(_SYMBOL[_audit_state(r)])
                     hover.append(_point_hover(r, name, metric, scope, float(value)))
@@ -212,230 +224,7 @@ def _add_metric(
                 **where,
             )
         if method == "lp" and metric == "loss":
-            _add_lp_bound(fig, pts, label, color, where, show_legend)
-
-
-#: Two labelled bounds closer than this on the log eps axis (decades) have their labels pushed apart.
-_LABEL_CLOSE_DECADES = 0.2
-
-
-def _bound_label_positions(xs: list[float], ys: list[float | None]) -> list[str]:
-    """Where each lower-bound label would sit around its triangle (plotly ``textposition``).
-
-    The trace keeps them, but its text is not drawn: beside their triangles the labels would overlap
-    in a narrow column (whatever side each takes, plotly does not move text apart); they are a column
-    of annotations instead (:func:`bound_label_layout`).
-
-    Centred under it, except the leftmost's (centred, it ran off the plot's left edge), and except
-    two neighbours closer than :data:`_LABEL_CLOSE_DECADES` on the log axis (3.5 and 5/km on the
-    curve's grid, whose labels overlapped at 1280 px): the left one's label goes to its left, the
-    right one's to its right.
-    """
-    labelled = [i for i, y in enumerate(ys) if y is not None]
-    positions = ["bottom center"] * len(ys)
-    if labelled:
-        positions[labelled[0]] = "bottom right"
-    for left, right in zip(labelled, labelled[1:], strict=False):
-        if math.log10(xs[right] / xs[left]) < _LABEL_CLOSE_DECADES:
-            if left != labelled[0]:
-                positions[left] = "bottom left"
-            positions[right] = "bottom right"
-    return positions
-
-
-def _add_lp_bound(fig: go.Figure, pts: list[Mapping], label: str, color: str, where: dict, show_legend: bool) -> None:
-    """The optimal LP's proven lower bounds (on every ε-mDP mechanism) where it did not solve: a band, labelled ▲."""
-    xs, ys, text, hover, custom = [], [], [], [], []
-    for r in pts:
-        bound = r.get("lower_bound_m")
-        if r.get("outcome") == "solved" or not _finite(bound):
-            xs.append(float(r["epsilon_per_km"]))
-            ys.append(None)
-            text.append("")
-            hover.append("")
-            custom.append([float(r["epsilon_per_km"]), "lp-bound"])
-            continue
-        limit = r.get("time_s", float("nan"))
-        xs.append(float(r["epsilon_per_km"]))
-        ys.append(float(bound))
-        text.append(f"LP ≥ {fmt_m(float(bound))}")
-        lines = [
-            f"<b>{label}</b>: not solved in {limit:.0f} s" if _finite(limit) else f"<b>{label}</b>: not solved",
-            f"ε = {r['epsilon_per_km']:g} /km",
-            f"no mechanism can do better than {fmt_m(float(bound))}",
-            "(proven by weak duality from the LP's last relaxation,",
-            "for every ε-geo-indistinguishable mechanism over these outputs)",
-        ]
-        best = r.get("loss_m", float("nan"))
-        if _finite(best):
-            lines.append(f"best exactly audited mechanism found: {fmt_m(float(best))} (▼)")
-        lines.append("click to set ε")
-        hover.append("<br>".join(lines))
-        custom.append([float(r["epsilon_per_km"]), "lp-bound"])
-    if not any(y is not None for y in ys):
-        return
-    # A wide translucent band joining neighbouring bounds (the optimum lies on or above it) ...
-    band = {"color": "rgba(17, 17, 17, 0.18)", "width": 14}
-    _lp_line(fig, xs, ys, f"{label}: lower bound band", band, "lower bound band", where)
-    # ... and opaque up-pointing triangles that carry the hover text and eps. Their labels are not drawn
-    # beside them (plotly places a marker's text with no regard for its neighbours': they overlapped in
-    # the Lesson's narrow column) but stacked in one column of annotations (bound_label_layout).
-    positions = _bound_label_positions(xs, ys)
-    _lp_markers(
-        fig,
-        xs,
-        ys,
-        f"{label} not solved: ▲ lower bound",
-        "triangle-up",
-        color,
-        "lower bound",
-        where,
-        showlegend=show_legend,
-        text=text,
-        textposition=positions,
-        textfont={"size": BOUND_LABEL_FONT, "color": color},
-        cliponaxis=False,
-        customdata=custom,
-        hovertext=hover,
-    )
-    labels = [(x, t) for x, t in zip(xs, text, strict=True) if t]
-    _add_bound_labels(fig, [f"▲ ε = {x:g}: {t}" for x, t in labels], color, where)
-    _add_lp_found(fig, pts, label, color, where, show_legend)
-
-
-#: The lower-bound labels' font size (px), the line height plotly gives a line of text (in font sizes:
-#: its ``LINE_SPACING``), the padding inside each label's box (px), the least gap between two boxes (px),
-#: and the rows kept free at the top of the panel (none: the current eps line's label sits above the panel).
-BOUND_LABEL_FONT = 11
-BOUND_LABEL_LINE_HEIGHT = 1.3
-BOUND_LABEL_PAD = 1
-BOUND_LABEL_GAP = 2
-BOUND_LABEL_TOP_ROWS = 0
-#: The annotations' ``name``: how tests and exports find the labels.
-BOUND_LABEL_NAME = "lp-bound-label"
-
-
-def bound_label_height(font_size: float = BOUND_LABEL_FONT, pad: float = BOUND_LABEL_PAD) -> float:
-    """Height (px) of one label's box: one line of text of ``font_size`` px, ``pad`` px inside each edge."""
-    return font_size * BOUND_LABEL_LINE_HEIGHT + 2 * pad
-
-
-def bound_label_layout(n: int, font_size: float = BOUND_LABEL_FONT) -> list[float]:
-    """The vertical offsets (px, downwards negative) of ``n`` lower-bound labels from their common anchor.
-
-    Every label is anchored at the same point (the loss panel's top right corner, ``yanchor="top"``) and
-    moved down by its offset, so label ``i``'s box spans ``[offset_i - h, offset_i]`` with ``h`` =
-    :func:`bound_label_height`. Consecutive offsets differ by ``h +`` :data:`BOUND_LABEL_GAP`: the boxes
-    are disjoint, in pixels, whatever the figure's width and height (no data coordinate is involved).
-    The column starts :data:`BOUND_LABEL_GAP` below the panel's top, after :data:`BOUND_LABEL_TOP_ROWS`
-    free rows.
-    """
-    pitch = bound_label_height(font_size) + BOUND_LABEL_GAP
-    return [-BOUND_LABEL_GAP - (BOUND_LABEL_TOP_ROWS + i) * pitch for i in range(n)]
-
-
-def _add_bound_labels(fig: go.Figure, texts: list[str], color: str, where: dict) -> None:
-    """The lower bounds' labels as one column of annotations at the loss panel's top right (bound_label_layout)."""
-    axis = "" if where.get("row", 1) == 1 else str(where["row"])
-    for text, shift in zip(texts, bound_label_layout(len(texts)), strict=True):
-        fig.add_annotation(
-            name=BOUND_LABEL_NAME,
-            text=text,
-            xref=f"x{axis} domain",
-            yref=f"y{axis} domain",
-            x=1.0,
-            y=1.0,
-            xanchor="right",
-            yanchor="top",
-            yshift=shift,
-            showarrow=False,
-            align="right",
-            font={"size": BOUND_LABEL_FONT, "color": color},
-            bgcolor="rgba(255, 255, 255, 0.85)",  # readable over the lines it may cover
-            borderpad=BOUND_LABEL_PAD,
-            borderwidth=0,
-        )
-
-
-def _add_lp_found(fig: go.Figure, pts: list[Mapping], label: str, color: str, where: dict, show_legend: bool) -> None:
-    """Where the LP did not solve but returned an audited mechanism: a down-pointing triangle at its
-    loss, joined to the bound below by a thin line (the optimum lies on that segment)."""
-    seg_x: list[float | None] = []
-    seg_y: list[float | None] = []
-    xs, ys, hover, custom = [], [], [], []
-    for r in pts:
-        bound, best = r.get("lower_bound_m"), r.get("loss_m")
-        if r.get("outcome") == "solved" or not (_finite(bound) and _finite(best)):
-            continue
-        e = float(r["epsilon_per_km"])
-        seg_x += [e, e, None]
-        seg_y += [float(bound), float(best), None]
-        xs.append(e)
-        ys.append(float(best))
-        custom.append([e, "lp-found"])
-        hover.append(
-            f"<b>{label}</b>: not solved in time<br>ε = {e:g} /km<br>best exactly audited mechanism found: "
-            f"{fmt_m(float(best))}<br>the optimum lies between {fmt_m(float(bound))} and {fmt_m(float(best))}"
-            "<br>click to set ε"
-        )
-    if not xs:
-        return
-    dotted = {"color": color, "width": 1, "dash": "dot"}
-    _lp_line(fig, seg_x, seg_y, f"{label}: certified interval", dotted, "certified interval", where)
-    _lp_markers(
-        fig,
-        xs,
-        ys,
-        f"{label} not solved: ▼ best mechanism found",
-        "triangle-down",
-        color,
-        "best found",
-        where,
-        showlegend=show_legend,
-        customdata=custom,
-        hovertext=hover,
-    )
-
-
-def _lp_line(fig: go.Figure, x: list, y: list, name: str, line: dict, kind: str, where: dict) -> None:
-    """A hover-less line of the optimal LP's bounds (no legend entry)."""
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=y,
-            mode="lines",
-            name=name,
-            legendgroup="lp",
-            showlegend=False,
-            connectgaps=False,
-            line=line,
-            hoverinfo="skip",
-            meta={"method": "lp", "metric": "loss", "kind": kind},
-        ),
-        **where,
-    )
-
-
-def _lp_markers(
-    fig: go.Figure, x: list, y: list, name: str, symbol: str, color: str, kind: str, where: dict, **extra: Any
-) -> None:
-    """Hollow triangles of the optimal LP's bounds, carrying the hover text and eps (``extra``: the
-    trace's ``customdata``, ``hovertext``, ``showlegend`` and text options; the text is kept as data,
-    not drawn: the labels are annotations, :func:`bound_label_layout`)."""
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=y,
-            mode="markers",
-            name=name,
-            legendgroup="lp",
-            marker={"symbol": symbol, "size": 13, "color": "white", "line": {"color": color, "width": 2}},
-            hovertemplate="%{hovertext}<extra></extra>",
-            meta={"method": "lp", "metric": "loss", "kind": kind},
-            **extra,
-        ),
-        **where,
-    )
+            add_lp_bound(fig, pts, label, color, where, show_legend)
 
 
 def _add_key(fig: go.Figure, states: set[str], where: dict) -> None:
@@ -463,7 +252,7 @@ def _missing_lp_note(rows: Sequence[Mapping]) -> str:
     missing = [
         r
         for r in rows
-        if r.get("method") == "lp" and r.get("outcome") != "solved" and not _finite(r.get("lower_bound_m"))
+        if r.get("method") == "lp" and r.get("outcome") != "solved" and not is_finite_number(r.get("lower_bound_m"))
     ]
     if not missing:
         return ""
@@ -513,59 +302,19 @@ def tradeoff_figure(
     if metric not in ("loss", "attacker", "both"):
         msg = f"The 'metric' parameter of tradeoff_figure must be 'loss', 'attacker' or 'both'. Got {metric!r} instead."
         raise ValueError(msg)
-    labels = dict(labels or {})
-    groups = _by_method(rows)
-    panels = ["loss", "attacker"] if metric == "both" else [metric]
-    if metric == "both":
-        fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    else:
-        fig = go.Figure()
+    stacked = metric == "both"
+    panels = ["loss", "attacker"] if stacked else [metric]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08) if stacked else go.Figure()
+    groups, labels = _by_method(rows), dict(labels or {})
     for i, m in enumerate(panels):
-        _add_metric(fig, groups, m, labels, row=(i + 1) if metric == "both" else None, show_legend=i == 0)
-    states = {
-        _audit_state(r) for r in rows if r.get("outcome", "solved") == "solved" and _finite(r.get(METRICS["loss"][0]))
-    }
-    _add_key(fig, states, {"row": 1, "col": 1} if metric == "both" else {})
-    eps_values = sorted({float(r["epsilon_per_km"]) for r in rows})
-    axis = {
-        "type": "log",
-        "tickvals": eps_values,
-        "ticktext": [f"{e:g}" for e in eps_values],
-        "showgrid": True,
-    }
-    for i, m in enumerate(panels):
-        kwargs = {"row": i + 1, "col": 1} if metric == "both" else {}
-        fig.update_yaxes(title_text=METRICS[m][1], type="log" if log_y else "linear", rangemode="tozero", **kwargs)
-        last = i == len(panels) - 1
-        fig.update_xaxes(axis, title_text="ε (1/km)" if last else None, **kwargs)
-    if current_eps is not None and _finite(float(current_eps)) and float(current_eps) > 0:
-        fig.add_vline(
-            x=float(current_eps),
-            line_dash="dash",
-            line_color="#444",
-            line_width=1.5,
-            layer="below",  # under the markers and their labels (above, it would cross out a label at this ε)
-            label={
-                "text": f"ε = {float(current_eps):g}",
-                "textposition": "end",
-                "textangle": 0,
-                "xanchor": "left",
-                "font": {"size": 11},
-            },
-            **({"row": "all", "col": 1} if metric == "both" else {}),
-        )
+        _add_metric(fig, groups, m, labels, row=(i + 1) if stacked else None, show_legend=i == 0)
+    _add_key(fig, _loss_audit_states(rows), {"row": 1, "col": 1} if stacked else {})
+    _style_axes(fig, panels, sorted({float(r["epsilon_per_km"]) for r in rows}), log_y=log_y, stacked=stacked)
+    if current_eps is not None and is_finite_number(float(current_eps)) and float(current_eps) > 0:
+        _add_current_eps(fig, float(current_eps), stacked=stacked)
     note = _missing_lp_note(rows)
     if note:
-        fig.add_annotation(
-            text=note,
-            xref="paper",
-            yref="paper",
-            x=0.0,
-            y=-0.2 if metric != "both" else -0.1,
-            showarrow=False,
-            xanchor="left",
-            font={"size": 11, "color": _GREY},
-        )
+        _add_note(fig, note, stacked=stacked)
     fig.update_layout(
         height=height,
         margin={"l": 10, "r": 10, "t": 30, "b": 60 if note else 10},
@@ -574,6 +323,62 @@ def tradeoff_figure(
         clickmode="event+select",
     )
     return fig
+
+
+def _loss_audit_states(rows: Sequence[Mapping]) -> set[str]:
+    """The audit states of the loss panel's points (the legend key explains those only)."""
+    loss_key = METRICS["loss"][0]
+    return {
+        _audit_state(r) for r in rows if r.get("outcome", "solved") == "solved" and is_finite_number(r.get(loss_key))
+    }
+
+
+def _style_axes(fig: go.Figure, panels: list[str], eps_values: list[float], *, log_y: bool, stacked: bool) -> None:
+    """Each panel's y axis titled with its metric; a log eps axis ticked at the curve's eps, titled at the bottom."""
+    axis = {
+        "type": "log",
+        "tickvals": eps_values,
+        "ticktext": [f"{e:g}" for e in eps_values],
+        "showgrid": True,
+    }
+    for i, m in enumerate(panels):
+        kwargs = {"row": i + 1, "col": 1} if stacked else {}
+        fig.update_yaxes(title_text=METRICS[m][1], type="log" if log_y else "linear", rangemode="tozero", **kwargs)
+        last = i == len(panels) - 1
+        fig.update_xaxes(axis, title_text="ε (1/km)" if last else None, **kwargs)
+
+
+def _add_current_eps(fig: go.Figure, eps: float, *, stacked: bool) -> None:
+    """A dashed vertical line at the view's eps, across both panels when stacked."""
+    fig.add_vline(
+        x=eps,
+        line_dash="dash",
+        line_color="#444",
+        line_width=1.5,
+        layer="below",  # under the markers and their labels (above, it would cross out a label at this ε)
+        label={
+            "text": f"ε = {eps:g}",
+            "textposition": "end",
+            "textangle": 0,
+            "xanchor": "left",
+            "font": {"size": 11},
+        },
+        **({"row": "all", "col": 1} if stacked else {}),
+    )
+
+
+def _add_note(fig: go.Figure, note: str, *, stacked: bool) -> None:
+    """A grey sentence under the figure (the update_layout of tradeoff_figure leaves room for it)."""
+    fig.add_annotation(
+        text=note,
+        xref="paper",
+        yref="paper",
+        x=0.0,
+        y=-0.1 if stacked else -0.2,
+        showarrow=False,
+        xanchor="left",
+        font={"size": 11, "color": _GREY},
+    )
 
 
 def _span_m(values: Sequence[float]) -> str:
@@ -588,7 +393,9 @@ def _panda_scope_note(pts: Sequence[Mapping], label: str) -> str:
     """The sentence saying why PAnDA's two loss lines differ, with their measured values ('' if none)."""
     users_key, every_key = PANDA_SCOPES["users"][0], PANDA_SCOPES["every place"][0]
     solved = [
-        r for r in pts if r.get("outcome") == "solved" and _finite(r.get(users_key)) and _finite(r.get(every_key))
+        r
+        for r in pts
+        if r.get("outcome") == "solved" and is_finite_number(r.get(users_key)) and is_finite_number(r.get(every_key))
     ]
     if not solved:
         return ""
@@ -623,12 +430,12 @@ def tradeoff_notes(rows: Sequence[Mapping], labels: Mapping[str, str] | None = N
         if parts:
             notes.append(f"{label}: " + "; ".join(parts) + ".")
         if method == "lp":
-            bounds = [r for r in pts if r.get("outcome") != "solved" and _finite(r.get("lower_bound_m"))]
+            bounds = [r for r in pts if r.get("outcome") != "solved" and is_finite_number(r.get("lower_bound_m"))]
             if bounds:
                 text = ", ".join(
                     f"{fmt_m(float(r['lower_bound_m']))} at ε = {float(r['epsilon_per_km']):g}" for r in bounds
                 )
-                found = [r for r in bounds if _finite(r.get("loss_m"))]
+                found = [r for r in bounds if is_finite_number(r.get("loss_m"))]
                 notes.append(
                     f"{label} not solved within its time limit where marked ▲: no mechanism can do better than {text} "
                     "(proven by its last relaxation, for every ε-geo-indistinguishable mechanism over these outputs)"

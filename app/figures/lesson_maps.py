@@ -17,10 +17,11 @@ import numpy as np
 import pydeck as pdk
 
 import panda
-from app.figures.maps import TOOLTIP_STYLE, CompactDeck, fit_view, heat_color, roads_layer
+from app.figures.maps import CompactDeck as CompactDeck  # re-exported: app/figures/game_maps.py imports it from here
+from app.figures.maps import ToLonLat, disc_layer, heat_color, line_layer, map_deck, record_positions, roads_layer
 from app.figures.palette import A_RGB, B_RGB, GUESS_RGB, heat_rgb
 
-__all__ = ["build_lesson_deck", "laplace_density_image", "PLACE_LAYER", "MODES"]
+__all__ = ["build_lesson_deck", "laplace_density_image", "heat_order", "PLACE_LAYER", "MODES"]
 
 PLACE_LAYER = "places"
 #: Map mode key -> label (stable option values).
@@ -29,10 +30,9 @@ MODES = {"reports": "Reports", "attacker": "Attacker"}
 A_COLOR = [*A_RGB, 255]
 B_COLOR = [*B_RGB, 255]
 GUESS_COLOR = [*GUESS_RGB, 255]
-
-
-def _pos(lon: np.ndarray, lat: np.ndarray, x: int) -> list[float]:
-    return [round(float(lon[x]), 6), round(float(lat[x]), 6)]
+#: The discs left out (their share of the likeliest one): the attacker's belief, A's reports.
+BELIEF_FLOOR = 1e-3
+REPORT_FLOOR = 1e-4
 
 
 def laplace_density_image(
@@ -119,186 +119,183 @@ def build_lesson_deck(
     height_px, width_px
         The map's size on screen (the initial view fits every place into it).
     """
-    lon = np.asarray(instance.lon, dtype=float)
-    lat = np.asarray(instance.lat, dtype=float)
-    outputs = np.asarray(instance.outputs)
+    pos = record_positions(instance)
     layers: list[pdk.Layer] = [roads_layer(segments)]
     if density is not None:
-        uri, bounds = density
-        layers.append(
-            pdk.Layer("BitmapLayer", id="density", image=f"'{uri}'", bounds=bounds, opacity=0.85, pickable=False)
-        )
-
+        layers.append(_density_layer(*density))
     if belief is not None:
-        b = np.asarray(belief, dtype=float)
-        top = float(b.max()) if b.size and b.max() > 0 else 1.0
-        order = np.argsort(b)
-        shown = order[b[order] >= top * 1e-3]
-        data = [
-            {
-                "p": _pos(lon, lat, int(x)),
-                "r": 3.0 + 13.0 * math.sqrt(b[x] / top),
-                "c": heat_color(b[x] / top, alpha_low=120),
-                "x": int(x),
-                "tooltip": f"Place {int(x)}\nattacker's belief {b[x]:.2%}",
-            }
-            for x in shown.tolist()
-        ]
-        layers.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=data,
-                id="belief",
-                get_position="p",
-                get_fill_color="c",
-                get_radius="r",
-                radius_units="'pixels'",
-                pickable=True,
-            )
-        )
+        layers.append(_belief_layer(belief, pos))
     elif row_a is not None:
-        probs = np.asarray(row_a, dtype=float)
-        top = float(probs.max()) if probs.size and probs.max() > 0 else 1.0
-        cost = instance.cost_m[place_a]
-        data = []
-        for j in np.argsort(probs).tolist():
-            p = float(probs[j])
-            if p < top * 1e-4:
-                continue
-            t = p / top
-            data.append(
-                {
-                    "p": _pos(lon, lat, int(outputs[j])),
-                    "r": 4.0 + 14.0 * math.sqrt(t),
-                    "c": heat_color(t, alpha_low=120),
-                    "tooltip": f"Output {j} (place {int(outputs[j])})\nPr[A reports it] = {p:.2%}\n"
-                    f"loss for A if reported: {cost[j]:,.0f} m",
-                }
-            )
-        layers.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=data,
-                id="reports",
-                get_position="p",
-                get_fill_color="c",
-                get_radius="r",
-                radius_units="'pixels'",
-                pickable=True,
-            )
-        )
-
+        layers.append(_reports_layer(instance, row_a, place_a, pos))
     # Every place, pickable: a click selects it (drawn above the heat so it can be clicked).
-    is_output = np.zeros(instance.n_records, dtype=bool)
-    is_output[outputs] = True
-    layers.append(
-        pdk.Layer(
-            "ScatterplotLayer",
-            data=[
-                {
-                    "p": _pos(lon, lat, x),
-                    "x": x,
-                    "tooltip": f"Place {x}{' (an output)' if is_output[x] else ''}\nclick to pick it",
-                }
-                for x in range(instance.n_records)
-            ],
-            id=PLACE_LAYER,
-            get_position="p",
-            get_fill_color=[70, 130, 180, 90],
-            get_radius=2.5,
-            radius_units="'pixels'",
-            pickable=True,
-            auto_highlight=True,
-        )
-    )
+    layers.append(_places_layer(instance, pos))
     if ring_m is not None and math.isfinite(ring_m) and ring_m > 0:
-        layers.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=[{"p": _pos(lon, lat, place_a), "r": float(ring_m), "tooltip": f"expected error {ring_m:,.0f} m"}],
-                id="ring",
-                get_position="p",
-                get_radius="r",
-                radius_units="'meters'",
-                filled=False,
-                stroked=True,
-                get_line_color=[*A_RGB, 220],
-                line_width_min_pixels=2,
-                pickable=False,
-            )
-        )
+        layers.append(_ring_layer(pos(place_a), ring_m))
     if samples:
-        cost = instance.cost_m[place_a]
-        layers.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=[
-                    {
-                        "p": _pos(lon, lat, int(outputs[j])),
-                        "tooltip": f"Sampled report {k + 1}: output {j}\nloss for A: {cost[j]:,.0f} m",
-                    }
-                    for k, j in enumerate(samples)
-                ],
-                id="samples",
-                get_position="p",
-                get_radius=7,
-                radius_units="'pixels'",
-                get_fill_color=[255, 255, 255, 255],
-                stroked=True,
-                get_line_color=[20, 20, 20, 255],
-                line_width_min_pixels=2,
-                pickable=True,
-            )
+        layers.append(_samples_layer(instance, samples, place_a, pos))
+    if guess is not None:
+        layers.append(_guess_line_layer(pos(guess), pos(place_a)))
+    layers.append(_markers_layer(instance, pos, place_a=place_a, place_b=place_b, report=report, guess=guess))
+    return map_deck(layers, instance, width_px=width_px, height_px=height_px)
+
+
+def heat_order(weights: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
+    """The discs drawn for ``weights``: their indices, faintest first (the likeliest on top), leaving out those
+    under ``floor`` times the largest weight; and that largest weight (1 when none is positive)."""
+    w = np.asarray(weights, dtype=float)
+    top = float(w.max()) if w.size and w.max() > 0 else 1.0
+    order = np.argsort(w)
+    return order[w[order] >= top * floor], top
+
+
+def _density_layer(uri: str, bounds: list[float]) -> pdk.Layer:
+    return pdk.Layer("BitmapLayer", id="density", image=f"'{uri}'", bounds=bounds, opacity=0.85, pickable=False)
+
+
+def _belief_layer(belief: np.ndarray, pos: ToLonLat) -> pdk.Layer:
+    """The attacker's belief over the places: bigger and darker = likelier."""
+    b = np.asarray(belief, dtype=float)
+    shown, top = heat_order(b, BELIEF_FLOOR)
+    data = [
+        {
+            "p": pos(int(x)),
+            "r": 3.0 + 13.0 * math.sqrt(b[x] / top),
+            "c": heat_color(b[x] / top, alpha_low=120),
+            "x": int(x),
+            "tooltip": f"Place {int(x)}\nattacker's belief {b[x]:.2%}",
+        }
+        for x in shown.tolist()
+    ]
+    return disc_layer("belief", data)
+
+
+def _reports_layer(instance: panda.Instance, row_a: np.ndarray, place_a: int, pos: ToLonLat) -> pdk.Layer:
+    """Where A's reports land: a disc per output, bigger and darker = likelier."""
+    probs = np.asarray(row_a, dtype=float)
+    shown, top = heat_order(probs, REPORT_FLOOR)
+    outputs = np.asarray(instance.outputs)
+    cost = instance.cost_m[place_a]
+    data = []
+    for j in shown.tolist():
+        p = float(probs[j])
+        t = p / top
+        data.append(
+            {
+                "p": pos(int(outputs[j])),
+                "r": 4.0 + 14.0 * math.sqrt(t),
+                "c": heat_color(t, alpha_low=120),
+                "tooltip": f"Output {j} (place {int(outputs[j])})\nPr[A reports it] = {p:.2%}\n"
+                f"loss for A if reported: {cost[j]:,.0f} m",
+            }
         )
-    markers = [{"p": _pos(lon, lat, place_a), "c": A_COLOR, "tooltip": f"Place A: place {place_a}"}]
+    return disc_layer("reports", data)
+
+
+def _places_layer(instance: panda.Instance, pos: ToLonLat) -> pdk.Layer:
+    is_output = np.zeros(instance.n_records, dtype=bool)
+    is_output[instance.outputs] = True
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=[
+            {
+                "p": pos(x),
+                "x": x,
+                "tooltip": f"Place {x}{' (an output)' if is_output[x] else ''}\nclick to pick it",
+            }
+            for x in range(instance.n_records)
+        ],
+        id=PLACE_LAYER,
+        get_position="p",
+        get_fill_color=[70, 130, 180, 90],
+        get_radius=2.5,
+        radius_units="'pixels'",
+        pickable=True,
+        auto_highlight=True,
+    )
+
+
+def _ring_layer(center: list[float], ring_m: float) -> pdk.Layer:
+    """A's expected error as a ring around it (in metres: it scales with the map)."""
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=[{"p": center, "r": float(ring_m), "tooltip": f"expected error {ring_m:,.0f} m"}],
+        id="ring",
+        get_position="p",
+        get_radius="r",
+        radius_units="'meters'",
+        filled=False,
+        stroked=True,
+        get_line_color=[*A_RGB, 220],
+        line_width_min_pixels=2,
+        pickable=False,
+    )
+
+
+def _samples_layer(instance: panda.Instance, samples: list[int], place_a: int, pos: ToLonLat) -> pdk.Layer:
+    outputs = np.asarray(instance.outputs)
+    cost = instance.cost_m[place_a]
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=[
+            {
+                "p": pos(int(outputs[j])),
+                "tooltip": f"Sampled report {k + 1}: output {j}\nloss for A: {cost[j]:,.0f} m",
+            }
+            for k, j in enumerate(samples)
+        ],
+        id="samples",
+        get_position="p",
+        get_radius=7,
+        radius_units="'pixels'",
+        get_fill_color=[255, 255, 255, 255],
+        stroked=True,
+        get_line_color=[20, 20, 20, 255],
+        line_width_min_pixels=2,
+        pickable=True,
+    )
+
+
+def _guess_line_layer(guess: list[float], truth: list[float]) -> pdk.Layer:
+    data = [{"s": guess, "t": truth}]
+    return line_layer("guess_line", data, get_color=GUESS_COLOR, get_width=2, width_min_pixels=2, pickable=False)
+
+
+def _markers_layer(
+    instance: panda.Instance,
+    pos: ToLonLat,
+    *,
+    place_a: int,
+    place_b: int | None,
+    report: int | None,
+    guess: int | None,
+) -> pdk.Layer:
+    """Place A, place B, the report and the attacker's guess (those given), drawn last: on top."""
+    markers = [{"p": pos(place_a), "c": A_COLOR, "tooltip": f"Place A: place {place_a}"}]
     if place_b is not None:
         d_m = 1000 * float(instance.distances_km_pairs(np.array([place_a]), np.array([place_b]))[0])
-        markers.append(
-            {"p": _pos(lon, lat, place_b), "c": B_COLOR, "tooltip": f"Place B: place {place_b}\n{d_m:,.0f} m from A"}
-        )
+        markers.append({"p": pos(place_b), "c": B_COLOR, "tooltip": f"Place B: place {place_b}\n{d_m:,.0f} m from A"})
     if report is not None:
-        y = int(outputs[report])
-        markers.append({"p": _pos(lon, lat, y), "c": [255, 255, 255, 255], "tooltip": f"The report: output {report}"})
+        y = int(np.asarray(instance.outputs)[report])
+        markers.append({"p": pos(y), "c": [255, 255, 255, 255], "tooltip": f"The report: output {report}"})
     if guess is not None:
         d_m = 1000 * float(instance.distances_km_pairs(np.array([guess]), np.array([place_a]))[0])
         markers.append(
             {
-                "p": _pos(lon, lat, guess),
+                "p": pos(guess),
                 "c": GUESS_COLOR,
                 "tooltip": f"Attacker's best guess: place {guess}\n{d_m:,.0f} m from the truth",
             }
         )
-        layers.append(
-            pdk.Layer(
-                "LineLayer",
-                data=[{"s": _pos(lon, lat, guess), "t": _pos(lon, lat, place_a)}],
-                id="guess_line",
-                get_source_position="s",
-                get_target_position="t",
-                get_color=GUESS_COLOR,
-                get_width=2,
-                width_min_pixels=2,
-                pickable=False,
-            )
-        )
-    layers.append(
-        pdk.Layer(
-            "ScatterplotLayer",
-            data=markers,
-            id="markers",
-            get_position="p",
-            get_fill_color="c",
-            get_radius=9,
-            radius_units="'pixels'",
-            stroked=True,
-            get_line_color=[255, 255, 255, 255],
-            line_width_min_pixels=2,
-            pickable=True,
-        )
-    )
-    return CompactDeck(
-        layers=layers,
-        initial_view_state=fit_view(lon, lat, width_px=width_px, height_px=height_px),
-        map_provider=None,
-        tooltip={"text": "{tooltip}", "style": TOOLTIP_STYLE},  # pinned top-left: never cut at the edge
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=markers,
+        id="markers",
+        get_position="p",
+        get_fill_color="c",
+        get_radius=9,
+        radius_units="'pixels'",
+        stroked=True,
+        get_line_color=[255, 255, 255, 255],
+        line_width_min_pixels=2,
+        pickable=True,
     )

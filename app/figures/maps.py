@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pydeck as pdk
@@ -25,6 +28,11 @@ __all__ = [
     "roads_layer",
     "heat_color",
     "fit_view",
+    "ToLonLat",
+    "record_positions",
+    "line_layer",
+    "disc_layer",
+    "map_deck",
     "build_deck",
     "COLORS",
     "CompactDeck",
@@ -61,6 +69,8 @@ COLORS = {
     "anchor": [138, 43, 226, 220],
     "surrogate": [0, 160, 120, 230],
 }
+#: A record position -> its ``[lon, lat]`` in a deck's data (:func:`record_positions`).
+ToLonLat = Callable[[int], list[float]]
 #: Most road segments drawn (larger networks are thinned evenly; the caption says so).
 MAX_SEGMENTS = 60_000
 #: The hover box. Each object's ``tooltip`` is plain text (Streamlit would show HTML in it literally):
@@ -99,17 +109,7 @@ def road_segments(net: panda.RoadNetwork, *, max_segments: int = MAX_SEGMENTS) -
 
 def roads_layer(segments: list[dict]) -> pdk.Layer:
     """The road network drawn from :func:`road_segments` (thin grey lines, not pickable)."""
-    return pdk.Layer(
-        "LineLayer",
-        data=segments,
-        id="roads",
-        get_source_position="s",
-        get_target_position="t",
-        get_color=COLORS["roads"],
-        get_width=1,
-        width_min_pixels=1,
-        pickable=False,
-    )
+    return line_layer("roads", segments, get_color=COLORS["roads"], get_width=1, width_min_pixels=1, pickable=False)
 
 
 def fit_view(lon: np.ndarray, lat: np.ndarray, *, width_px: int = 640, height_px: int = 540) -> pdk.ViewState:
@@ -129,6 +129,51 @@ def heat_color(t: float, *, alpha_low: int = 140) -> list[int]:
     deficiencies); the opacity rises from ``alpha_low`` to 250."""
     t = float(min(max(t, 0.0), 1.0))
     return [*(int(c) for c in heat_rgb(t)), int(alpha_low + (250 - alpha_low) * t)]
+
+
+def record_positions(instance: panda.Instance) -> ToLonLat:
+    """A function from a record position to its ``[lon, lat]``, rounded to 1e-6 degree (about 0.1 m)."""
+    lon = np.asarray(instance.lon, dtype=float)
+    lat = np.asarray(instance.lat, dtype=float)
+
+    def pos(x: int) -> list[float]:
+        return [round(float(lon[x]), 6), round(float(lat[x]), 6)]
+
+    return pos
+
+
+def line_layer(layer_id: str, data: list[dict], **style: Any) -> pdk.Layer:
+    """Segments from each object's ``s`` to its ``t`` (``[lon, lat]``), drawn with ``style`` (colour, width, ...)."""
+    return pdk.Layer("LineLayer", data=data, id=layer_id, get_source_position="s", get_target_position="t", **style)
+
+
+def disc_layer(layer_id: str, data: list[dict], **style: Any) -> pdk.Layer:
+    """Pickable discs at each object's ``p``, filled with its colour ``c``, its radius ``r`` in pixels (``style``:
+    the outline)."""
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=data,
+        id=layer_id,
+        get_position="p",
+        get_fill_color="c",
+        get_radius="r",
+        radius_units="'pixels'",
+        pickable=True,
+        **style,
+    )
+
+
+def map_deck(
+    layers: list[pdk.Layer], instance: panda.Instance, *, width_px: int = 640, height_px: int = 540
+) -> CompactDeck:
+    """The deck of ``layers``, its view fitting every record into ``width_px`` x ``height_px``, no basemap."""
+    return CompactDeck(
+        layers=layers,
+        initial_view_state=fit_view(instance.lon, instance.lat, width_px=width_px, height_px=height_px),
+        map_provider=None,  # no basemap; keep pydeck's default map_style: with map_style=None
+        # Streamlit's front end would fill in a Carto basemap (an outside request)
+        tooltip={"text": "{tooltip}", "style": TOOLTIP_STYLE},  # pinned top-left: never cut at the edge
+    )
 
 
 def build_deck(
@@ -157,210 +202,193 @@ def build_deck(
         Pre-computed :func:`road_segments` (drawn from ``net`` when omitted).
     """
     wanted = set(layers)
+    pos = record_positions(instance)
     out: list[pdk.Layer] = []
-    rec_lon = np.asarray(instance.lon, dtype=float)
-    rec_lat = np.asarray(instance.lat, dtype=float)
-
-    def pos(x: int) -> list[float]:
-        return [round(float(rec_lon[x]), 6), round(float(rec_lat[x]), 6)]
-
     if "roads" in wanted:
         out.append(roads_layer(segments if segments is not None else road_segments(net)[0]))
     if "records" in wanted:
-        is_output = np.zeros(instance.n_records, dtype=bool)
-        is_output[instance.outputs] = True
-        data = [
-            {
-                "p": pos(x),
-                "tooltip": f"Secret record #{x}{' (also an output)' if is_output[x] else ''}\n"
-                f"prior {instance.prior[x]:.2%}",
-            }
-            for x in range(instance.n_records)
-        ]
-        out.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=data,
-                id="records",
-                get_position="p",
-                get_fill_color=COLORS["records"],
-                get_radius=8,
-                radius_min_pixels=2,
-                radius_max_pixels=4,
-                pickable=True,
-            )
-        )
+        out.append(_records_layer(instance, pos))
     if result is None:
-        return _deck(out, instance)
-
-    users = result.user_records
-    n_users = users.size
-    sel = int(min(max(selected_user, 0), max(n_users - 1, 0)))
-    rows = surrogate_rows(result)
-    d_sur_m = np.full(n_users, np.nan)
-    has = result.surrogates >= 0
-    if has.any():
-        d_sur_m[has] = 1000 * instance.distances_km_pairs(users[has], result.surrogates[has])
-
+        return map_deck(out, instance)
+    run = _RunView.of(instance, result, selected_user)
     if "surrogates" in wanted:
-        data = [
+        out.append(_surrogates_layer(run, pos))
+    if "violations" in wanted and pairs is not None and pairs.size:
+        out.append(_violations_layer(pairs, run.users, pos))
+    if "perturbation" in wanted and result.z is not None and run.selected_row >= 0:
+        out.append(_perturbation_layer(instance, run, pos))
+    if "anchors" in wanted and run.n_users:
+        out.append(_anchors_layer(instance, run, pos))
+    if "users" in wanted and run.n_users:
+        out.append(_users_layer(instance, run, pos))
+    return map_deck(out, instance)
+
+
+@dataclass(frozen=True)
+class _RunView:
+    """What the user layers of :func:`build_deck` share: the run, its users, the selected one, the surrogates."""
+
+    result: panda.PandaResult
+    users: np.ndarray  # (N,) each user's true record
+    selected: int  # the selected user, clamped to 0..N-1
+    has_surrogate: np.ndarray  # (N,) bool
+    surrogate_m: np.ndarray  # (N,) distance from the true record to the surrogate, metres (nan: none)
+    selected_row: int  # the selected user's row of the output distribution result.z (-1: none)
+
+    @classmethod
+    def of(cls, instance: panda.Instance, result: panda.PandaResult, selected_user: int) -> _RunView:
+        users = result.user_records
+        n_users = users.size
+        has = result.surrogates >= 0
+        d_sur_m = np.full(n_users, np.nan)
+        if has.any():
+            d_sur_m[has] = 1000 * instance.distances_km_pairs(users[has], result.surrogates[has])
+        selected = int(min(max(selected_user, 0), max(n_users - 1, 0)))
+        row = int(surrogate_rows(result)[selected]) if n_users else -1
+        return cls(result, users, selected, has, d_sur_m, row)
+
+    @property
+    def n_users(self) -> int:
+        return int(self.users.size)
+
+
+def _records_layer(instance: panda.Instance, pos: ToLonLat) -> pdk.Layer:
+    is_output = np.zeros(instance.n_records, dtype=bool)
+    is_output[instance.outputs] = True
+    data = [
+        {
+            "p": pos(x),
+            "tooltip": f"Secret record #{x}{' (also an output)' if is_output[x] else ''}\n"
+            f"prior {instance.prior[x]:.2%}",
+        }
+        for x in range(instance.n_records)
+    ]
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=data,
+        id="records",
+        get_position="p",
+        get_fill_color=COLORS["records"],
+        get_radius=8,
+        radius_min_pixels=2,
+        radius_max_pixels=4,
+        pickable=True,
+    )
+
+
+def _surrogates_layer(run: _RunView, pos: ToLonLat) -> pdk.Layer:
+    surrogates = run.result.surrogates
+    data = [
+        {
+            "s": pos(run.users[n]),
+            "t": pos(surrogates[n]),
+            "tooltip": f"User {n} → surrogate record #{surrogates[n]}\n"
+            f"{fmt_m(run.surrogate_m[n])} from the true record",
+        }
+        for n in np.flatnonzero(run.has_surrogate)
+    ]
+    return line_layer("surrogates", data, get_color=COLORS["surrogate"], get_width=3, width_min_pixels=2, pickable=True)
+
+
+def _violations_layer(pairs: UserPairs, users: np.ndarray, pos: ToLonLat) -> pdk.Layer:
+    """The user pairs that break eps-mDP: darker and wider the larger the excess (relative to the largest)."""
+    bad = np.flatnonzero(pairs.violated)
+    excess = pairs.excess[bad]
+    finite = np.isfinite(excess)
+    top = float(np.max(excess[finite])) if finite.any() else 1.0
+    data = []
+    for k, e in zip(bad.tolist(), excess.tolist(), strict=True):
+        t = 1.0 if not np.isfinite(e) or top <= 0 else e / top
+        n, m = int(pairs.n[k]), int(pairs.m[k])
+        data.append(
             {
                 "s": pos(users[n]),
-                "t": pos(result.surrogates[n]),
-                "tooltip": f"User {n} → surrogate record #{result.surrogates[n]}\n"
-                f"{fmt_m(d_sur_m[n])} from the true record",
+                "t": pos(users[m]),
+                "c": heat_color(t),
+                "w": 1.5 + 4.5 * t,
+                "tooltip": f"Users {n} and {m}: {fmt_m(1000 * pairs.d_km[k])} apart\n"
+                f"allowed ln-ratio (ε − ε̄)·d = {pairs.allowed[k]:.2f}\n"
+                f"actual max ln-ratio = {pairs.actual[k]:.2f}\nexcess = {e:.2f} nats",
             }
-            for n in np.flatnonzero(has)
-        ]
-        out.append(
-            pdk.Layer(
-                "LineLayer",
-                data=data,
-                id="surrogates",
-                get_source_position="s",
-                get_target_position="t",
-                get_color=COLORS["surrogate"],
-                get_width=3,
-                width_min_pixels=2,
-                pickable=True,
-            )
         )
-    if "violations" in wanted and pairs is not None and pairs.size:
-        bad = np.flatnonzero(pairs.violated)
-        excess = pairs.excess[bad]
-        finite = np.isfinite(excess)
-        top = float(np.max(excess[finite])) if finite.any() else 1.0
-        data = []
-        for k, e in zip(bad.tolist(), excess.tolist(), strict=True):
-            t = 1.0 if not np.isfinite(e) or top <= 0 else e / top
-            n, m = int(pairs.n[k]), int(pairs.m[k])
-            data.append(
-                {
-                    "s": pos(users[n]),
-                    "t": pos(users[m]),
-                    "c": heat_color(t),
-                    "w": 1.5 + 4.5 * t,
-                    "tooltip": f"Users {n} and {m}: {fmt_m(1000 * pairs.d_km[k])} apart\n"
-                    f"allowed ln-ratio (ε − ε̄)·d = {pairs.allowed[k]:.2f}\n"
-                    f"actual max ln-ratio = {pairs.actual[k]:.2f}\nexcess = {e:.2f} nats",
-                }
-            )
-        out.append(
-            pdk.Layer(
-                "LineLayer",
-                data=data,
-                id="violations",
-                get_source_position="s",
-                get_target_position="t",
-                get_color="c",
-                get_width="w",
-                width_min_pixels=1,
-                pickable=True,
-            )
-        )
-    if "perturbation" in wanted and result.z is not None and n_users and rows[sel] >= 0:
-        probs = result.z[rows[sel]]
-        top = float(probs.max()) if probs.size else 1.0
-        cost = instance.cost_m[users[sel]]
-        data = []
-        for j in np.argsort(probs).tolist():  # most likely drawn last (on top)
-            p = float(probs[j])
-            t = p / top if top > 0 else 0.0
-            y = int(instance.outputs[j])
-            data.append(
-                {
-                    "p": pos(y),
-                    "r": 3.0 + 11.0 * math.sqrt(t),
-                    "c": heat_color(t),
-                    "tooltip": f"Output #{j} (record #{y})\nPr[user {sel} reports it] = {p:.2%}\n"
-                    f"utility cost {fmt_m(cost[j])}",
-                }
-            )
-        out.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=data,
-                id="perturbation",
-                get_position="p",
-                get_fill_color="c",
-                get_radius="r",
-                radius_units="'pixels'",
-                stroked=False,
-                pickable=True,
-            )
-        )
-    if "anchors" in wanted and n_users:
-        anchors = result.anchor_sets[sel]
-        d_m = 1000 * instance.distances_km(np.array([users[sel]]), anchors)[0] if anchors.size else np.zeros(0)
-        data = [
+    return line_layer("violations", data, get_color="c", get_width="w", width_min_pixels=1, pickable=True)
+
+
+def _perturbation_layer(instance: panda.Instance, run: _RunView, pos: ToLonLat) -> pdk.Layer:
+    """The selected user's output distribution: a disc per output, bigger and darker = likelier."""
+    sel = run.selected
+    probs = run.result.z[run.selected_row]
+    top = float(probs.max()) if probs.size else 1.0
+    cost = instance.cost_m[run.users[sel]]
+    data = []
+    for j in np.argsort(probs).tolist():  # most likely drawn last (on top)
+        p = float(probs[j])
+        t = p / top if top > 0 else 0.0
+        y = int(instance.outputs[j])
+        data.append(
             {
-                "p": pos(a),
-                "r": 9 if a == result.surrogates[sel] else 6,
-                "tooltip": f"Anchor record #{a} of user {sel}"
-                + (" (its surrogate)" if a == result.surrogates[sel] else "")
-                + f"\n{fmt_m(d)} from the true record",
+                "p": pos(y),
+                "r": 3.0 + 11.0 * math.sqrt(t),
+                "c": heat_color(t),
+                "tooltip": f"Output #{j} (record #{y})\nPr[user {sel} reports it] = {p:.2%}\n"
+                f"utility cost {fmt_m(cost[j])}",
             }
-            for a, d in zip(anchors.tolist(), d_m.tolist(), strict=True)
-        ]
-        out.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=data,
-                id="anchors",
-                get_position="p",
-                get_radius="r",
-                radius_units="'pixels'",
-                filled=False,
-                stroked=True,
-                get_line_color=COLORS["anchor"],
-                line_width_min_pixels=2,
-                pickable=True,
-            )
         )
-    if "users" in wanted and n_users:
-        data = []
-        for n in range(n_users):
-            n_anchor = int(result.anchor_sets[n].size)
-            out_txt = ""
-            if result.outputs[n] >= 0:
-                y = int(instance.outputs[result.outputs[n]])
-                away_m = 1000 * float(instance.distances_km_pairs(users[n], y))
-                out_txt = f"\nreported output #{int(result.outputs[n])}, {fmt_m(away_m)} away"
-            color = COLORS["selected"] if n == sel else (COLORS["user"] if has[n] else COLORS["user_empty"])
-            data.append(
-                {
-                    "p": pos(users[n]),
-                    "c": color,
-                    "r": 9 if n == sel else 6,
-                    "tooltip": f"User {n}{' (selected)' if n == sel else ''}: true record #{int(users[n])}\n"
-                    f"{n_anchor} anchor{'s' if n_anchor != 1 else ''}"
-                    + (f", surrogate {fmt_m(d_sur_m[n])} away" if has[n] else " (cannot report: no anchors)")
-                    + out_txt,
-                }
-            )
-        out.append(
-            pdk.Layer(
-                "ScatterplotLayer",
-                data=data,
-                id="users",
-                get_position="p",
-                get_fill_color="c",
-                get_radius="r",
-                radius_units="'pixels'",
-                stroked=True,
-                get_line_color=[255, 255, 255, 255],
-                line_width_min_pixels=1,
-                pickable=True,
-            )
-        )
-    return _deck(out, instance)
+    return disc_layer("perturbation", data, stroked=False)
 
 
-def _deck(layers: list[pdk.Layer], instance: panda.Instance) -> pdk.Deck:
-    return CompactDeck(
-        layers=layers,
-        initial_view_state=fit_view(instance.lon, instance.lat),
-        map_provider=None,  # no basemap; keep pydeck's default map_style: with map_style=None
-        # Streamlit's front end would fill in a Carto basemap (an outside request)
-        tooltip={"text": "{tooltip}", "style": TOOLTIP_STYLE},
+def _anchors_layer(instance: panda.Instance, run: _RunView, pos: ToLonLat) -> pdk.Layer:
+    """The selected user's anchor records as rings (its surrogate's larger)."""
+    sel = run.selected
+    anchors = run.result.anchor_sets[sel]
+    surrogate = run.result.surrogates[sel]
+    d_m = 1000 * instance.distances_km(np.array([run.users[sel]]), anchors)[0] if anchors.size else np.zeros(0)
+    data = [
+        {
+            "p": pos(a),
+            "r": 9 if a == surrogate else 6,
+            "tooltip": f"Anchor record #{a} of user {sel}"
+            + (" (its surrogate)" if a == surrogate else "")
+            + f"\n{fmt_m(d)} from the true record",
+        }
+        for a, d in zip(anchors.tolist(), d_m.tolist(), strict=True)
+    ]
+    return pdk.Layer(
+        "ScatterplotLayer",
+        data=data,
+        id="anchors",
+        get_position="p",
+        get_radius="r",
+        radius_units="'pixels'",
+        filled=False,
+        stroked=True,
+        get_line_color=COLORS["anchor"],
+        line_width_min_pixels=2,
+        pickable=True,
     )
+
+
+def _users_layer(instance: panda.Instance, run: _RunView, pos: ToLonLat) -> pdk.Layer:
+    """Every user at its true record: the selected one larger, users without anchors grey."""
+    data = [_user_object(instance, run, n, pos) for n in range(run.n_users)]
+    return disc_layer("users", data, stroked=True, get_line_color=[255, 255, 255, 255], line_width_min_pixels=1)
+
+
+def _user_object(instance: panda.Instance, run: _RunView, n: int, pos: ToLonLat) -> dict:
+    result, users, sel, has = run.result, run.users, run.selected, run.has_surrogate
+    n_anchor = int(result.anchor_sets[n].size)
+    out_txt = ""
+    if result.outputs[n] >= 0:
+        y = int(instance.outputs[result.outputs[n]])
+        away_m = 1000 * float(instance.distances_km_pairs(users[n], y))
+        out_txt = f"\nreported output #{int(result.outputs[n])}, {fmt_m(away_m)} away"
+    color = COLORS["selected"] if n == sel else (COLORS["user"] if has[n] else COLORS["user_empty"])
+    return {
+        "p": pos(users[n]),
+        "c": color,
+        "r": 9 if n == sel else 6,
+        "tooltip": f"User {n}{' (selected)' if n == sel else ''}: true record #{int(users[n])}\n"
+        f"{n_anchor} anchor{'s' if n_anchor != 1 else ''}"
+        + (f", surrogate {fmt_m(run.surrogate_m[n])} away" if has[n] else " (cannot report: no anchors)")
+        + out_txt,
+    }

@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 import panda
-from app.figures.lesson_maps import A_COLOR, B_COLOR, GUESS_COLOR
+from app.figures.lesson_maps import A_COLOR, B_COLOR, BELIEF_FLOOR, GUESS_COLOR, REPORT_FLOOR, heat_order
 from app.figures.maps import COLORS, heat_color
 
 __all__ = ["static_lesson_map", "ring_lon_lat", "TRACE_NAMES"]
@@ -139,71 +139,27 @@ def static_lesson_map(
     go.Figure
         One trace per layer, named as in :data:`TRACE_NAMES`; x is longitude, y latitude (degrees).
     """
+    _check_places(instance.n_records, place_a=place_a, place_b=place_b, guess=guess)
     lon = np.asarray(instance.lon, dtype=float)
     lat = np.asarray(instance.lat, dtype=float)
     outputs = np.asarray(instance.outputs)
-    K = instance.n_records
-    for name, value in (("place_a", place_a), ("place_b", place_b), ("guess", guess)):
-        if value is not None and not 0 <= int(value) < K:
-            msg = f"The '{name}' parameter of static_lesson_map must be a place in 0..{K - 1}. Got {value!r} instead."
-            raise ValueError(msg)
     fig = go.Figure()
     fig.add_trace(_roads(segments))
     if belief is not None:
         b = np.asarray(belief, dtype=float)
-        top = float(b.max()) if b.size and b.max() > 0 else 1.0
-        order = np.argsort(b)
-        shown = order[b[order] >= top * 1e-3]
+        shown, _ = heat_order(b, BELIEF_FLOOR)
         fig.add_trace(_discs(lon, lat, shown, b[shown], "belief", size0=3.0, size1=13.0))
     elif row_a is not None:
         probs = np.asarray(row_a, dtype=float)
-        top = float(probs.max()) if probs.size and probs.max() > 0 else 1.0
-        order = np.argsort(probs)
-        shown = order[probs[order] >= top * 1e-4]
+        shown, _ = heat_order(probs, REPORT_FLOOR)
         fig.add_trace(_discs(lon, lat, outputs[shown], probs[shown], "reports", size0=4.0, size1=14.0))
-    fig.add_trace(
-        go.Scatter(
-            x=lon,
-            y=lat,
-            mode="markers",
-            marker={"size": 5, "color": "rgba(70,130,180,0.35)", "line": {"width": 0}},
-            name=TRACE_NAMES["places"],
-            showlegend=False,
-        )
-    )
+    fig.add_trace(_places(lon, lat))
     if ring_m is not None and math.isfinite(ring_m) and ring_m > 0:
-        rx, ry = ring_lon_lat(float(lon[place_a]), float(lat[place_a]), float(ring_m))
-        fig.add_trace(
-            go.Scatter(
-                x=rx,
-                y=ry,
-                mode="lines",
-                line={"color": _rgba([*A_COLOR[:3], 220]), "width": 2},
-                name=f"{TRACE_NAMES['ring']} ({ring_m:,.0f} m)",
-            )
-        )
+        fig.add_trace(_ring(float(lon[place_a]), float(lat[place_a]), float(ring_m)))
     if samples:
-        where = outputs[np.asarray(samples, dtype=int)]
-        fig.add_trace(
-            go.Scatter(
-                x=lon[where],
-                y=lat[where],
-                mode="markers",
-                marker={"size": 14, "color": "white", "line": {"color": _rgba([20, 20, 20]), "width": 2}},
-                name=TRACE_NAMES["samples"],
-            )
-        )
+        fig.add_trace(_samples(lon, lat, outputs[np.asarray(samples, dtype=int)]))
     if guess is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=[lon[guess], lon[place_a]],
-                y=[lat[guess], lat[place_a]],
-                mode="lines",
-                line={"color": _rgba(GUESS_COLOR), "width": 2},
-                name=TRACE_NAMES["guess_line"],
-                showlegend=False,
-            )
-        )
+        fig.add_trace(_guess_line(lon, lat, guess, place_a))
     fig.add_trace(_marker(lon[place_a], lat[place_a], "a", A_COLOR))
     if place_b is not None:
         fig.add_trace(_marker(lon[place_b], lat[place_b], "b", B_COLOR))
@@ -212,25 +168,88 @@ def static_lesson_map(
         fig.add_trace(_marker(lon[y], lat[y], "report", [255, 255, 255, 255], line=_rgba([20, 20, 20])))
     if guess is not None:
         fig.add_trace(_marker(lon[guess], lat[guess], "guess", GUESS_COLOR))
+    if density is not None:
+        _add_density(fig, *density)
+    _fit_view(fig, lon, lat)
+    _layout(fig, width_px, height_px, attribution or instance.network.attribution)
+    return fig
 
-    # The view: every place with a margin, one kilometre as long along x as along y at the centre.
+
+def _check_places(n_records: int, **places: int | None) -> None:
+    for name, value in places.items():
+        if value is not None and not 0 <= int(value) < n_records:
+            msg = (
+                f"The '{name}' parameter of static_lesson_map must be a place in 0..{n_records - 1}. "
+                f"Got {value!r} instead."
+            )
+            raise ValueError(msg)
+
+
+def _places(lon: np.ndarray, lat: np.ndarray) -> go.Scatter:
+    return go.Scatter(
+        x=lon,
+        y=lat,
+        mode="markers",
+        marker={"size": 5, "color": "rgba(70,130,180,0.35)", "line": {"width": 0}},
+        name=TRACE_NAMES["places"],
+        showlegend=False,
+    )
+
+
+def _ring(lon0: float, lat0: float, ring_m: float) -> go.Scatter:
+    rx, ry = ring_lon_lat(lon0, lat0, ring_m)
+    return go.Scatter(
+        x=rx,
+        y=ry,
+        mode="lines",
+        line={"color": _rgba([*A_COLOR[:3], 220]), "width": 2},
+        name=f"{TRACE_NAMES['ring']} ({ring_m:,.0f} m)",
+    )
+
+
+def _samples(lon: np.ndarray, lat: np.ndarray, where: np.ndarray) -> go.Scatter:
+    return go.Scatter(
+        x=lon[where],
+        y=lat[where],
+        mode="markers",
+        marker={"size": 14, "color": "white", "line": {"color": _rgba([20, 20, 20]), "width": 2}},
+        name=TRACE_NAMES["samples"],
+    )
+
+
+def _guess_line(lon: np.ndarray, lat: np.ndarray, guess: int, truth: int) -> go.Scatter:
+    return go.Scatter(
+        x=[lon[guess], lon[truth]],
+        y=[lat[guess], lat[truth]],
+        mode="lines",
+        line={"color": _rgba(GUESS_COLOR), "width": 2},
+        name=TRACE_NAMES["guess_line"],
+        showlegend=False,
+    )
+
+
+def _add_density(fig: go.Figure, uri: str, bounds: Sequence[float]) -> None:
+    """Planar Laplace's glow, an image under the traces stretched over its bounds (west, south, east, north)."""
+    west, south, east, north = bounds
+    fig.add_layout_image(
+        source=uri,
+        xref="x",
+        yref="y",
+        x=west,
+        y=north,
+        sizex=east - west,
+        sizey=north - south,
+        sizing="stretch",
+        opacity=0.85,
+        layer="below",
+    )
+
+
+def _fit_view(fig: go.Figure, lon: np.ndarray, lat: np.ndarray) -> None:
+    """The view: every place with a margin, one kilometre as long along x as along y at the centre."""
     west, east, south, north = lon.min(), lon.max(), lat.min(), lat.max()
     pad_lon, pad_lat = PAD * max(east - west, 1e-4), PAD * max(north - south, 1e-4)
     lat0 = float((south + north) / 2)
-    if density is not None:
-        uri, (d_west, d_south, d_east, d_north) = density
-        fig.add_layout_image(
-            source=uri,
-            xref="x",
-            yref="y",
-            x=d_west,
-            y=d_north,
-            sizex=d_east - d_west,
-            sizey=d_north - d_south,
-            sizing="stretch",
-            opacity=0.85,
-            layer="below",
-        )
     fig.update_xaxes(
         range=[west - pad_lon, east + pad_lon], visible=False, showgrid=False, zeroline=False, constrain="domain"
     )
@@ -243,6 +262,10 @@ def static_lesson_map(
         scaleratio=1.0 / max(math.cos(math.radians(lat0)), 0.05),
         constrain="domain",
     )
+
+
+def _layout(fig: go.Figure, width_px: int, height_px: int, attribution: str) -> None:
+    """The figure's size, white background, the legend under the map and the map data's attribution."""
     fig.update_layout(
         width=int(width_px),
         height=int(height_px),
@@ -252,7 +275,7 @@ def static_lesson_map(
         legend={"orientation": "h", "yanchor": "top", "y": -0.01, "x": 0, "font": {"size": 10}},
         annotations=[
             {
-                "text": f"Map data {attribution or instance.network.attribution}",
+                "text": f"Map data {attribution}",
                 "xref": "paper",
                 "yref": "paper",
                 "x": 1,
@@ -265,4 +288,3 @@ def static_lesson_map(
             }
         ],
     )
-    return fig
