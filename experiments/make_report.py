@@ -16,6 +16,7 @@ import inspect
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -501,6 +502,88 @@ def _instances_at_once(runs: list) -> int | None:
     return counts.pop() if len(counts) == 1 else None
 
 
+#: One measured column per (method, K) over the repetitions, as ``ex.summarise`` returns it.
+Cells = dict[tuple[str, int], ex.Cell]
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    """The run as every section reads it: its rows, its metadata, and the cells the report aggregates once.
+
+    Cells are over the rows at the paper's budget; a ``..._paper`` field is the paper preset's (empty
+    when the run has none), every other one the artifact preset's. Baselines belong to both presets.
+    """
+
+    rows: list[dict]
+    meta: dict
+    ks: list[int]
+    presets: tuple[str, ...]
+    reps: list[int]
+    loss_m: Cells
+    loss_m_paper: Cells
+    time_s: Cells
+    violation_rate: Cells
+    pmdp_rate: Cells
+    pmdp_rate_paper: Cells
+    user_pair_violation_rate: Cells
+    anchor_union: Cells
+    anchor_union_paper: Cells
+    phase1_share: Cells
+    margin_share: Cells
+    relaxed_lp_time_s: Cells
+    #: PAnDA-e's rows with the artifact preset, the ones set against PAnDA-l's.
+    panda_e_rows: list[dict]
+
+    @property
+    def spec(self) -> dict:
+        """Return the run's specification (``experiment.json``'s ``spec``)."""
+        return self.meta["spec"]
+
+    @property
+    def reps_text(self) -> str:
+        """Return "our N repetitions", as the paragraphs name the run's sample."""
+        n = len(self.reps)
+        return f"our {n} repetition{'s' if n != 1 else ''}"
+
+    def avg(self, cells: Cells, method: str) -> float:
+        """Return the mean over K of ``method``'s per-K means."""
+        return _mean_of_means(cells, method, self.ks)
+
+    def paper_loss(self, method: str) -> float:
+        """Return the mean over this run's K of the paper's loss for ``method`` (Table 4)."""
+        return _paper_avg(PAPER_TABLE4_ROME_M, method, self.ks)
+
+
+def _report_tables(rows: list[dict], meta: dict) -> ReportTables:
+    """Aggregate the run's rows into the cells the report's sections read."""
+    presets = tuple(p for p in ("artifact", "paper") if any(r["preset"] == p for r in rows))
+
+    def paper(value: str) -> Cells:
+        # Baselines enter every preset's cells: without this test a run with no paper preset would seem to have one.
+        return _cells(rows, value, "paper") if "paper" in presets else {}
+
+    return ReportTables(
+        rows=rows,
+        meta=meta,
+        ks=sorted({int(r["K"]) for r in rows}),
+        presets=presets,
+        reps=sorted({int(r["repetition"]) for r in rows}),
+        loss_m=_cells(rows, "users_loss_m", "artifact"),
+        loss_m_paper=paper("users_loss_m"),
+        time_s=_cells(rows, "time_s", "artifact"),
+        violation_rate=_cells(rows, "violation_rate", "artifact"),
+        pmdp_rate=_cells(rows, "pmdp_user_rate_over_delta", "artifact"),
+        pmdp_rate_paper=paper("pmdp_user_rate_over_delta"),
+        user_pair_violation_rate=_cells(rows, "user_pair_violation_rate", "artifact"),
+        anchor_union=_cells(rows, "anchor_union", "artifact"),
+        anchor_union_paper=paper("anchor_union"),
+        phase1_share=_cells(rows, "phase1_share_median", "artifact"),
+        margin_share=_cells(rows, "margin_share_median", "artifact"),
+        relaxed_lp_time_s=_cells(rows, "time_relaxed_lp_s", "artifact"),
+        panda_e_rows=[r for r in rows if r["method"] == "panda-e" and r["preset"] == "artifact"],
+    )
+
+
 def build_report(folder: Path, *, note: str = "") -> str:
     """Return the Markdown report for the run in ``folder`` (``note``: one more Setup line, e.g. the load)."""
     rows = ex.read_rows(folder)
@@ -508,78 +591,91 @@ def build_report(folder: Path, *, note: str = "") -> str:
         msg = f"No rows in {folder}/rows.csv: run the reproduction first (see this script's docstring)."
         raise SystemExit(msg)
     meta = json.loads((folder / "experiment.json").read_text(encoding="utf-8"))
-    spec = meta["spec"]
-    ks = sorted({int(r["K"]) for r in rows})
-    presets = tuple(p for p in ("artifact", "paper") if any(r["preset"] == p for r in rows))
-    reps = sorted({int(r["repetition"]) for r in rows})
-    runs = meta.get("runs", [])
-    wall = sum(float(r.get("wall_time_s") or 0.0) for r in runs)
-    pk = meta.get("packages", {})
-    machine = meta.get("machine", {})
+    t = _report_tables(rows, meta)
+    sections = (
+        _title(),
+        _setup_section(t, note),
+        _headline_section(t),
+        _optimal_lp_section(t),
+        _table4_section(t),
+        _table2_section(t),
+        _audits_section(t),
+        _panda_section(t),
+        _gaps_section(t),
+        _not_run_section(t),
+        _reproduce_section(),
+    )
+    return "\n".join(line for lines in sections for line in lines) + "\n"
 
-    loss_a = _cells(rows, "users_loss_m", "artifact")
-    loss_p = _cells(rows, "users_loss_m", "paper") if "paper" in presets else {}
-    time_a = _cells(rows, "time_s", "artifact")
-    viol_a = _cells(rows, "violation_rate", "artifact")
-    pmdp_a = _cells(rows, "pmdp_user_rate_over_delta", "artifact")
-    pmdp_p = _cells(rows, "pmdp_user_rate_over_delta", "paper") if "paper" in presets else {}
-    upv_a = _cells(rows, "user_pair_violation_rate", "artifact")
-    union_a = _cells(rows, "anchor_union", "artifact")
-    union_p = _cells(rows, "anchor_union", "paper") if "paper" in presets else {}
-    p1_a = _cells(rows, "phase1_share_median", "artifact")
-    mg_a = _cells(rows, "margin_share_median", "artifact")
-    relax_a = _cells(rows, "time_relaxed_lp_s", "artifact")
-    sel_rows = [r for r in rows if r["method"] == "panda-e" and r["preset"] == "artifact"]
-    n_rows = len(rows)
-    n_unsolved = sum(1 for r in rows if not str(r["status"]).startswith("solved"))
 
-    def avg(cells, m):
-        return _mean_of_means(cells, m, ks)
+# ---------------------------------------------------------------------------------------------
+# the sections, in the report's order: each returns its lines and the blank line that ends it (all but the last)
+# ---------------------------------------------------------------------------------------------
 
-    out: list[str] = []
-    w = out.append
-    w("# Reproducing the paper's Tables 2 and 4 (Rome, uniform users)")
-    w("")
-    w(
+
+def _title() -> list[str]:
+    return [
+        "# Reproducing the paper's Tables 2 and 4 (Rome, uniform users)",
+        "",
         "Generated by `python experiments/make_report.py results/repro > docs/reproduction.md` from the rows of "
         "`python -m panda experiment --config experiments/reproduction.toml`; do not edit by hand. The paper's "
         "numbers are hard-coded reference data in `experiments/make_report.py`, copied from its Tables 2 and 4 "
-        "(Rome block, uniform user locations) and Section 4.4."
-    )
-    w("")
-    w("## Setup")
-    w("")
+        "(Rome block, uniform user locations) and Section 4.4.",
+        "",
+    ]
+
+
+def _setup_section(t: ReportTables, note: str) -> list[str]:
+    """## Setup: the instances, presets, limits, machine and run, then where this run departs from the plan."""
+    return [
+        "## Setup",
+        "",
+        *_instance_lines(t),
+        _presets_line(t),
+        _limits_line(t),
+        *_machine_and_run_lines(t),
+        *_departure_lines(t, note),
+        "- Utility loss is measured where the paper measures it: the expected loss at the users' true records (for "
+        "PAnDA with the surrogate each user actually got, for the baselines the mechanism's row of the user's "
+        "record).",
+        "",
+    ]
+
+
+def _instance_lines(t: ReportTables) -> list[str]:
+    """Return the Setup's network, users and budget; its repetitions and seeds; what a cell is."""
+    spec, ks, n_reps = t.spec, t.ks, len(t.reps)
     users = spec.get("user_distribution", "uniform")
-    w(
+    return [
         "- Network: the paper's Rome road network (`rome-paper`, 42,894 nodes); K = "
         f"{', '.join(f'{k:,}' for k in ks)}; "
         f"N = {spec['n_users']} users drawn "
         + ("uniformly" if users == "uniform" else f"by `{users}`")
         + f" (distinct records); |Y| = {spec['n_outputs']} outputs drawn from X; "
         f"{spec['n_tasks']} task{'s' if spec['n_tasks'] != 1 else ''}; {spec.get('prior', 'uniform')} prior; "
-        f"privacy metric {spec['metric']}; eps = {_num(PAPER_EPS_PER_KM)}/km; delta = {_num(PAPER_DELTA)}."
-    )
-    w(
-        f"- **Repetitions: {len(reps)}** (the paper: {PAPER_REPETITIONS}). Each repetition is a fresh instance; "
+        f"privacy metric {spec['metric']}; eps = {_num(PAPER_EPS_PER_KM)}/km; delta = {_num(PAPER_DELTA)}.",
+        f"- **Repetitions: {n_reps}** (the paper: {PAPER_REPETITIONS}). Each repetition is a fresh instance; "
         "within a repetition "
         "every "
         "method runs on the same X, Y, users, task and prior, with the same mechanism seed. Seeds derive from base "
         "seed "
-        f"{spec['seed']} (see `experiment.json`)."
-    )
-    w(
+        f"{spec['seed']} (see `experiment.json`).",
         "- Cells are mean ± 1.96 x sample standard deviation over the repetitions, as in the paper; with "
-        f"{len(reps)} repetition{'s' if len(reps) != 1 else ''} "
-        + ("these half-widths are themselves very uncertain." if len(reps) > 1 else "there is no half-width.")
-    )
-    radius_a = _preset_value(spec, "artifact", "constraint_radius_km")
-    divisor_p = _preset_value(spec, "paper", "gamma_divisor")
+        f"{n_reps} repetition{'s' if n_reps != 1 else ''} "
+        + ("these half-widths are themselves very uncertain." if n_reps > 1 else "there is no half-width."),
+    ]
+
+
+def _presets_line(t: ReportTables) -> str:
+    """Return the Setup's two PAnDA presets, and which variant ran with which."""
+    radius_a = _preset_value(t.spec, "artifact", "constraint_radius_km")
+    divisor_p = _preset_value(t.spec, "paper", "gamma_divisor")
     run_with: dict[tuple[str, ...], list[str]] = {}
     for m in PANDA:
-        ps = tuple(p for p in presets if any(r["method"] == m and r["preset"] == p for r in rows))
+        ps = tuple(p for p in t.presets if any(r["method"] == m and r["preset"] == p for r in t.rows))
         if ps:
             run_with.setdefault(ps, []).append(ex.METHOD_LABELS[m])
-    w(
+    return (
         "- Presets: **artifact** (what the published MATLAB code did: rescaled selection probabilities, a 1e-4 floor "
         "beyond gamma, gamma = d_max/div(K), LP constraints only between anchors closer than "
         + (f"{_num(radius_a)} km" if radius_a is not None else "any distance (here: every pair)")
@@ -593,10 +689,15 @@ def build_report(folder: Path, *, note: str = "") -> str:
         )
         + "."
     )
+
+
+def _limits_line(t: ReportTables) -> str:
+    """Return the Setup's time limits, and the K each method and preset stops at."""
+    spec = t.spec
     limits = spec.get("method_time_limits_s", {})
     max_k = spec.get("method_max_k", {})
-    paper_max_k = spec.get("preset_max_k", {}).get("paper", max(ks))
-    w(
+    paper_max_k = spec.get("preset_max_k", {}).get("paper", max(t.ks))
+    return (
         f"- Time limits (hard, wall clock, per method and repetition): {spec['time_limit_s']:,.0f} s by default"
         + "".join(f"; {ex.METHOD_LABELS.get(m, m)} {v:,.0f} s" for m, v in limits.items())
         + ". A method that reaches its limit is stopped and recorded as unsolved with the time spent. "
@@ -608,129 +709,167 @@ def build_report(folder: Path, *, note: str = "") -> str:
             else "."
         )
     )
-    w(
-        f"- Machine: {machine.get('cpu_count')} cores ({machine.get('platform')}); {_workers_text(runs)}. Solver HiGHS "
-        f"{pk.get('highspy')} (the paper: MATLAB linprog on a 24-core i9-13900F). "
-        f"numpy {pk.get('numpy')}, scipy {pk.get('scipy')}, Python {pk.get('python')}."
-    )
-    w(
-        f"- The run: {n_rows} rows ({n_unsolved} unsolved or failed), **{wall / 60:.1f} min of wall time** over "
-        f"{len(runs)} invocation(s); specification hash `{meta.get('config_hash')}`. "
+
+
+def _machine_and_run_lines(t: ReportTables) -> list[str]:
+    """Return the Setup's machine and versions, then the run's rows, wall time and invocations."""
+    runs = t.meta.get("runs", [])
+    wall = sum(float(r.get("wall_time_s") or 0.0) for r in runs)
+    pk = t.meta.get("packages", {})
+    machine = t.meta.get("machine", {})
+    n_unsolved = sum(1 for r in t.rows if not str(r["status"]).startswith("solved"))
+    return [
+        f"- Machine: {machine.get('cpu_count')} cores ({machine.get('platform')}); {_workers_text(runs)}. Solver "
+        f"HiGHS {pk.get('highspy')} (the paper: MATLAB linprog on a 24-core i9-13900F). "
+        f"numpy {pk.get('numpy')}, scipy {pk.get('scipy')}, Python {pk.get('python')}.",
+        f"- The run: {len(t.rows)} rows ({n_unsolved} unsolved or failed), **{wall / 60:.1f} min of wall time** over "
+        f"{len(runs)} invocation(s); specification hash `{t.meta.get('config_hash')}`. "
         + "; ".join(
             f"`{_command_text(r.get('command', ''))}` ({float(r.get('wall_time_s') or 0.0) / 60:.1f} min, "
             f"{r.get('started_at', '?')}, {r.get('status', '?')})"
             for r in runs
         )
-        + "."
-    )
+        + ".",
+    ]
+
+
+def _departure_lines(t: ReportTables, note: str) -> list[str]:
+    """Return the Setup's lines on what this run did differently: fewer repetitions, no hard limits, a note."""
+    lines = []
+    n_reps = len(t.reps)
     toml_repeats = _toml_repeats()
-    if toml_repeats and len(reps) < toml_repeats:
-        w(
-            f"- **Fewer repetitions than the specification's**: {len(reps)}, with `--repeats {len(reps)}` "
+    if toml_repeats and n_reps < toml_repeats:
+        lines.append(
+            f"- **Fewer repetitions than the specification's**: {n_reps}, with `--repeats {n_reps}` "
             f"(experiments/reproduction.toml: {toml_repeats}; the paper: {PAPER_REPETITIONS})"
-            + ("; a cell is then one instance, with no half-width." if len(reps) == 1 else ".")
+            + ("; a cell is then one instance, with no half-width." if n_reps == 1 else ".")
         )
-    if spec.get("isolate") is False:
+    if t.spec.get("isolate") is False:
         overrun = [
             float(r["time_s"]) - float(r["time_limit_s"])
-            for r in rows
+            for r in t.rows
             if r["method"] == "lp" and _finite(r.get("time_s")) and _finite(r.get("time_limit_s"))
         ]
         past = max(overrun, default=0.0)
-        w(
+        lines.append(
             "- Run with `--no-isolate`: a time limit is then the method's own, not a hard stop. The optimal LP "
             "returns its best certified mechanism at its limit and then audits it over every pair, so its times "
             "can run past the limit" + (f" (by up to {past:,.0f} s here)." if past > 0 else " (none did here).")
         )
     if note:
-        w(f"- {note}")
-    w(
-        "- Utility loss is measured where the paper measures it: the expected loss at the users' true records (for "
-        "PAnDA with the surrogate each user actually got, for the baselines the mechanism's row of the user's record)."
-    )
-    w("")
+        lines.append(f"- {note}")
+    return lines
 
-    w("## Headline")
-    w("")
-    w("| Method | our loss, m (mean over K) | paper's loss, m (mean over K) | our time, s | paper's time, s |")
-    w("|---|---:|---:|---:|---:|")
+
+def _headline_section(t: ReportTables) -> list[str]:
+    """## Headline: each method's loss and time beside the paper's."""
+    ks = t.ks
+    lines = [
+        "## Headline",
+        "",
+        "| Method | our loss, m (mean over K) | paper's loss, m (mean over K) | our time, s | paper's time, s |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for m in ("em", "em-br", "lp-ca", "panda-e", "panda-p", "panda-l"):
-        w(
-            f"| {ex.METHOD_LABELS[m]} | {avg(loss_a, m):,.0f} | {_paper_avg(PAPER_TABLE4_ROME_M, m, ks):,.0f} | "
-            f"{_range(time_a, m, ks, 2)} | {PAPER_TABLE2_ROME_S[m][0]} .. {PAPER_TABLE2_ROME_S[m][-1]} |"
+        lines.append(
+            f"| {ex.METHOD_LABELS[m]} | {t.avg(t.loss_m, m):,.0f} | {t.paper_loss(m):,.0f} | "
+            f"{_range(t.time_s, m, ks, 2)} | {PAPER_TABLE2_ROME_S[m][0]} .. {PAPER_TABLE2_ROME_S[m][-1]} |"
         )
-    if loss_p:
-        w(
-            f"| PAnDA-e, paper preset | {avg(loss_p, 'panda-e'):,.0f} | (not published) | "
-            f"{_range(_cells(rows, 'time_s', 'paper'), 'panda-e', ks, 1)} | |"
+    if t.loss_m_paper:
+        lines.append(
+            f"| PAnDA-e, paper preset | {t.avg(t.loss_m_paper, 'panda-e'):,.0f} | (not published) | "
+            f"{_range(_cells(t.rows, 'time_s', 'paper'), 'panda-e', ks, 1)} | |"
         )
-    if any(("lp", k) in time_a for k in ks):
+    if any(("lp", k) in t.time_s for k in ks):
         paper_lp_s = " / ".join(dict.fromkeys(PAPER_TABLE2_ROME_S["lp"]))
-        w(
-            f"| LP (optimal; runs that reached the {100 * _lp_setting(rows, 'gap_target'):g} % gap) | "
-            f"{avg(loss_a, 'lp'):,.0f} | {' / '.join(dict.fromkeys(PAPER_TABLE4_ROME_M['lp']))} ({paper_lp_s} s) | "
-            f"{_range(time_a, 'lp', ks, 1)} | {paper_lp_s} |"
+        lines.append(
+            f"| LP (optimal; runs that reached the {100 * _lp_setting(t.rows, 'gap_target'):g} % gap) | "
+            f"{t.avg(t.loss_m, 'lp'):,.0f} | {' / '.join(dict.fromkeys(PAPER_TABLE4_ROME_M['lp']))} ({paper_lp_s} s) | "
+            f"{_range(t.time_s, 'lp', ks, 1)} | {paper_lp_s} |"
         )
-    w("")
-    lp_table = _optimal_lp_table(rows, ks)
-    if lp_table:
-        w("## The optimal LP, certified, at every K")
-        w("")
-        w(
-            "`build_lp`'s certified solver (`panda.optimal`): row generation per right entry, rounds by restarted "
-            "PDHG or warm dual simplex, after every round an exactly repaired mechanism (audited over every pair: "
-            "the upper bound, its loss the *certified loss*) and a weak-duality lower bound. The bound shown holds "
-            "for every eps-mDP mechanism over these outputs, with or without the floor eta = "
-            f"{_num(_lp_setting(rows, 'eta'))}; the solver stops when its gap against the floored LP's bound reaches "
-            f"{100 * _lp_setting(rows, 'gap_target'):g} %, so the gap against every mechanism can be larger by up "
-            f"to the floor's cost. Loss over X under the {spec.get('prior', 'uniform')} prior (the LP's objective), "
-            "mean ± 1.96 x std over the repetitions. A run stopped by its time limit still returns its best "
-            "certified mechanism and both bounds: it counts here (the last row says how many reached the target), "
-            "while Tables 4 and 2 show only runs that reached it; its time is then the limit plus the final audit."
-        )
-        w("")
-        w(lp_table)
-        w("")
+    lines.append("")
+    return lines
 
-    w("## Table 4: utility loss at the users' true records (m)")
-    w("")
-    w(_side_by_side(rows, "users_loss_m", PAPER_TABLE4_ROME_M, ks, digits=2, presets=presets))
-    w("")
-    w("## Table 2: computation time (s)")
-    w("")
-    w(
-        "Ours: wall time of building the mechanism, everything included (for PAnDA: selection probabilities, anchor "
-        "draws, exact Phase-I accounting, margins, the AnPO LP, Phase II"
+
+def _optimal_lp_section(t: ReportTables) -> list[str]:
+    """## The optimal LP, certified: its bounds and gaps per K (no section when the run has no certified LP)."""
+    lp_table = _optimal_lp_table(t.rows, t.ks)
+    if not lp_table:
+        return []
+    return [
+        "## The optimal LP, certified, at every K",
+        "",
+        "`build_lp`'s certified solver (`panda.optimal`): row generation per right entry, rounds by restarted "
+        "PDHG or warm dual simplex, after every round an exactly repaired mechanism (audited over every pair: "
+        "the upper bound, its loss the *certified loss*) and a weak-duality lower bound. The bound shown holds "
+        "for every eps-mDP mechanism over these outputs, with or without the floor eta = "
+        f"{_num(_lp_setting(t.rows, 'eta'))}; the solver stops when its gap against the floored LP's bound reaches "
+        f"{100 * _lp_setting(t.rows, 'gap_target'):g} %, so the gap against every mechanism can be larger by up "
+        f"to the floor's cost. Loss over X under the {t.spec.get('prior', 'uniform')} prior (the LP's objective), "
+        "mean ± 1.96 x std over the repetitions. A run stopped by its time limit still returns its best "
+        "certified mechanism and both bounds: it counts here (the last row says how many reached the target), "
+        "while Tables 4 and 2 show only runs that reached it; its time is then the limit plus the final audit.",
+        "",
+        lp_table,
+        "",
+    ]
+
+
+def _table4_section(t: ReportTables) -> list[str]:
+    """## Table 4: our loss at the users' records beside the paper's."""
+    return [
+        "## Table 4: utility loss at the users' true records (m)",
+        "",
+        _side_by_side(t.rows, "users_loss_m", PAPER_TABLE4_ROME_M, t.ks, digits=2, presets=t.presets),
+        "",
+    ]
+
+
+def _table2_section(t: ReportTables) -> list[str]:
+    """## Table 2: our times beside the paper's, and what each side timed."""
+    relaxed_solved = any(_finite(r.get("time_relaxed_lp_s")) and r["time_relaxed_lp_s"] > 0 for r in t.rows)
+    return [
+        "## Table 2: computation time (s)",
+        "",
+        "Ours: wall time of building the mechanism, everything included (for PAnDA: selection probabilities, "
+        "anchor draws, exact Phase-I accounting, margins, the AnPO LP, Phase II"
         + (
             "; the relaxed LP that gives PAnDA's lower bound is a measurement, not part of the mechanism, and its "
             "time is left out: rows.csv's time_relaxed_lp_s); "
-            if any(_finite(r.get("time_relaxed_lp_s")) and r["time_relaxed_lp_s"] > 0 for r in rows)
+            if relaxed_solved
             else "; the relaxed LP was not solved in this run); "
         )
-        + "audits excluded. The paper timed only PAnDA's LP solve, and printed EM's time without measuring it."
-    )
-    w("")
-    w(_side_by_side(rows, "time_s", PAPER_TABLE2_ROME_S, ks, digits=2, presets=presets))
-    w("")
-    w(
+        + "audits excluded. The paper timed only PAnDA's LP solve, and printed EM's time without measuring it.",
+        "",
+        _side_by_side(t.rows, "time_s", PAPER_TABLE2_ROME_S, t.ks, digits=2, presets=t.presets),
+        "",
+    ]
+
+
+def _audits_section(t: ReportTables) -> list[str]:
+    """## Privacy audits: the record-level violation rate and PmDP per method, with the paper's claims."""
+    pairs = t.spec["audit_sample_pairs"]
+    return [
         "## Privacy audits (ours; the paper: PAnDA "
         + PAPER_VIOLATION_PANDA
-        + f", LP+CA {100 * PAPER_VIOLATION_LPCA:.2f} % on average)"
-    )
-    w("")
-    w(
-        f"mDP violation rate: share of audited record pairs (all pairs up to {spec['audit_sample_pairs']:,}, else the "
-        f"users' pairs plus {spec['audit_sample_pairs']:,} random pairs) whose rows break eps-mDP; for PAnDA the "
+        + f", LP+CA {100 * PAPER_VIOLATION_LPCA:.2f} % on average)",
+        "",
+        f"mDP violation rate: share of audited record pairs (all pairs up to {pairs:,}, else the "
+        f"users' pairs plus {pairs:,} random pairs) whose rows break eps-mDP; for PAnDA the "
         "record-level matrix is the surrogate mixture (each record's anchor draws). PmDP: share of user pairs whose "
         "exact probability of an eps-mDP violation, over the anchor draws, exceeds delta = "
-        f"{_num(PAPER_DELTA)} (the paper's guarantee)."
-    )
-    w("")
-    w(_audit_table(rows, ks, presets))
-    w("")
-    w("## PAnDA: anchors and budget split")
-    w("")
-    w(
+        f"{_num(PAPER_DELTA)} (the paper's guarantee).",
+        "",
+        _audit_table(t.rows, t.ks, t.presets),
+        "",
+    ]
+
+
+def _panda_section(t: ReportTables) -> list[str]:
+    """## PAnDA: anchors, budget split and ratios to the bounds, and why a ratio is missing when it is."""
+    lines = [
+        "## PAnDA: anchors and budget split",
+        "",
         f"The paper (Section 4.4, averaged over its datasets): Phase I {100 * PAPER_BUDGET_SPLIT['phase1']:.2f} %, "
         f"margin {100 * PAPER_BUDGET_SPLIT['margin']:.2f} %, Phase II {100 * PAPER_BUDGET_SPLIT['phase2']:.2f} % of "
         "the "
@@ -742,117 +881,130 @@ def build_report(folder: Path, *, note: str = "") -> str:
         "the anchor union with exponent eps d); the last three rows set PAnDA against the optimal LP over all of X "
         "in the same repetition (the table above). At the users' true records (the paper's measure, Table 4): "
         "PAnDA's loss over the optimal LP's; the LP's certificate is on its expected loss over X, not on this "
-        f"one. Over X (the LP's objective, {spec.get('prior', 'uniform')} prior; for PAnDA its record-level "
+        f"one. Over X (the LP's objective, {t.spec.get('prior', 'uniform')} prior; for PAnDA its record-level "
         "surrogate mixture, which "
         "serves a record far from every uploaded anchor through a far anchor): PAnDA's loss over the certified "
         "loss and over the lower bound on every eps-mDP mechanism, so PAnDA's ratio to the true optimum lies "
         "between these two rows. A ratio below 1 would mean a loss below what any eps-mDP mechanism can reach, "
-        "possible only because PAnDA's mechanism is not eps-mDP (the audits above):"
-    )
-    w("")
-    w(_panda_table(rows, ks, presets))
-    w("")
-    if not any(r["method"] in PANDA and _finite(r.get("approximation_ratio")) for r in rows):
-        off = [p for p in presets if not _preset_value(spec, p, "solve_relaxed")]
+        "possible only because PAnDA's mechanism is not eps-mDP (the audits above):",
+        "",
+        _panda_table(t.rows, t.ks, t.presets),
+        "",
+    ]
+    if not any(r["method"] in PANDA and _finite(r.get("approximation_ratio")) for r in t.rows):
+        off = [p for p in t.presets if not _preset_value(t.spec, p, "solve_relaxed")]
         why = (
             f"the specification turns the relaxed LP off for the {' and '.join(off)} preset"
             f"{'s' if len(off) > 1 else ''} (`solve_relaxed = false`; it is not part of the mechanism)"
             if off
             else "no relaxed LP was solved in this run"
         )
-        w(
+        lines.append(
             "PAnDA's ratio to its own relaxed lower bound (LP objective / relaxed bound) is missing from this run: "
             f"{why}, so the experiment rows have no `relaxed_lower_bound_m`."
         )
-        w("")
+        lines.append("")
+    return lines
 
-    w("## Reading the gaps")
-    w("")
-    for para in _gaps_text(
-        rows,
-        ks,
-        loss_a,
-        loss_p,
-        time_a,
-        viol_a,
-        pmdp_a,
-        pmdp_p,
-        upv_a,
-        union_a,
-        union_p,
-        p1_a,
-        mg_a,
-        relax_a,
-        sel_rows,
-        meta=meta,
-    ):
-        w(para)
-        w("")
-    w("## What was not run, and why")
-    w("")
-    lp_ks = {int(r["K"]) for r in rows if r["method"] == "lp"}
+
+def _gaps_section(t: ReportTables) -> list[str]:
+    """## Reading the gaps: one paragraph per topic that applies to this run."""
+    paragraphs = (
+        _em_paragraph(t),
+        _lpca_paragraph(t),
+        _artifact_paragraph(t),
+        _paper_preset_paragraph(t),
+        _time_paragraph(t),
+        _optimal_lp_paragraph(t),
+        _lp_relaxation_paragraph(t, "lp-bd"),
+        _lp_relaxation_paragraph(t, "lp-em"),
+        _coincide_paragraph(t),
+        _spread_paragraph(t),
+    )
+    lines = ["## Reading the gaps", ""]
+    for para in paragraphs:
+        if para is not None:
+            lines += [para, ""]
+    return lines
+
+
+def _not_run_section(t: ReportTables) -> list[str]:
+    """## What was not run, and why: the methods and presets the specification stops, the other tables."""
+    spec = t.spec
+    max_k = spec.get("method_max_k", {})
+    lp_ks = {int(r["K"]) for r in t.rows if r["method"] == "lp"}
     lp_where = (
         "The optimal LP itself runs at every K (above)"
-        if lp_ks and lp_ks >= set(ks)
+        if lp_ks and lp_ks >= set(t.ks)
         else "The optimal LP runs at K = " + ", ".join(f"{k:,}" for k in sorted(lp_ks))
         if lp_ks
         else "The optimal LP was not run"
     )
+    lines = ["## What was not run, and why", ""]
     for m, k_max in max_k.items():
         beyond = [(k, _paper_text(PAPER_TABLE2_ROME_S, m, k)) for k in K_PAPER if k > k_max]
-        paper_says = " / ".join(dict.fromkeys(t for _, t in beyond if t))
-        w(
+        paper_says = " / ".join(dict.fromkeys(text for _, text in beyond if text))
+        lines.append(
             f"- **{ex.METHOD_LABELS.get(m, m)} beyond K = {k_max:,}**: "
             + (f"the paper reports {paper_says} s for it there; " if paper_says else "")
             + "this run's specification (`max_K` in experiments/reproduction.toml) stops it there."
         )
     if max_k:
-        w(
+        lines.append(
             f"- {lp_where}"
             + ("; its times at larger K on Rome alone on the machine are in docs/benchmarks.md." if lp_ks else ".")
         )
-    paper_rows = _rows_of(rows, "panda-e", "paper")
-    if paper_rows:
-        upload, all_of_x = _uploads(rows, "paper")
-        k_top = max(int(r["K"]) for r in paper_rows)
-        top = [r for r in paper_rows if int(r["K"]) == k_top]
-        spent = [
-            float(r["time_s"]) + (float(r["audit_time_s"]) if _finite(r.get("audit_time_s")) else 0.0)
-            for r in top
-            if _finite(r.get("time_s"))
-        ]
-        w(
-            f"- **The paper preset beyond K = {paper_max_k:,}**: "
-            + (f"every user uploads {100 * upload:.0f} % of X on average, so " if math.isfinite(upload) else "")
-            + "the anchor union "
-            + ("is all of X" if all_of_x else "grows with K")
-            + " and the exact accounting and the PmDP audit run over all K^2/2 "
-            "pairs"
-            + (
-                f" (PAnDA-e took {sum(spent) / len(spent):,.0f} s a run at K = {k_top:,} here, its audits included)."
-                if spent
-                else "."
-            )
-        )
+    if _rows_of(t.rows, "panda-e", "paper"):
+        lines.append(_paper_preset_beyond_line(t))
     networks = ", ".join(spec.get("networks", []))
     epsilons = ", ".join(_num(e) for e in spec.get("epsilons_per_km", []))
-    w(
+    lines += [
         "- **NYC and London, Tables 3 and 5** (taxi users), other epsilons: not in this run's specification "
-        f"(networks: {networks}; eps: {epsilons}/km); the same command runs them with another TOML file."
+        f"(networks: {networks}; eps: {epsilons}/km); the same command runs them with another TOML file.",
+        "",
+    ]
+    return lines
+
+
+def _paper_preset_beyond_line(t: ReportTables) -> str:
+    """Why the paper preset stops at its largest K: its anchor union, and what a run cost at the top K."""
+    paper_rows = _rows_of(t.rows, "panda-e", "paper")
+    paper_max_k = t.spec.get("preset_max_k", {}).get("paper", max(t.ks))
+    upload, all_of_x = _uploads(t.rows, "paper")
+    k_top = max(int(r["K"]) for r in paper_rows)
+    top = [r for r in paper_rows if int(r["K"]) == k_top]
+    spent = [
+        float(r["time_s"]) + (float(r["audit_time_s"]) if _finite(r.get("audit_time_s")) else 0.0)
+        for r in top
+        if _finite(r.get("time_s"))
+    ]
+    return (
+        f"- **The paper preset beyond K = {paper_max_k:,}**: "
+        + (f"every user uploads {100 * upload:.0f} % of X on average, so " if math.isfinite(upload) else "")
+        + "the anchor union "
+        + ("is all of X" if all_of_x else "grows with K")
+        + " and the exact accounting and the PmDP audit run over all K^2/2 "
+        "pairs"
+        + (
+            f" (PAnDA-e took {sum(spent) / len(spent):,.0f} s a run at K = {k_top:,} here, its audits included)."
+            if spent
+            else "."
+        )
     )
-    w("")
-    w("## Reproduce")
-    w("")
-    w("```")
-    w("python -m panda experiment --config experiments/reproduction.toml   # writes results/repro (resumable)")
-    w("python experiments/make_report.py results/repro > docs/reproduction.md")
-    w("```")
-    w("")
-    w(
-        "`results/repro/tables.md` has the same tables for every measured column, `results/repro/figures/` the plots, "
-        "`results/repro/rows.csv` every row (timings per phase, LP sizes, seeds)."
-    )
-    return "\n".join(out) + "\n"
+
+
+def _reproduce_section() -> list[str]:
+    return [
+        "## Reproduce",
+        "",
+        "```",
+        "python -m panda experiment --config experiments/reproduction.toml   # writes results/repro (resumable)",
+        "python experiments/make_report.py results/repro > docs/reproduction.md",
+        "```",
+        "",
+        "`results/repro/tables.md` has the same tables for every measured column, `results/repro/figures/` the "
+        "plots, `results/repro/rows.csv` every row (timings per phase, LP sizes, seeds).",
+    ]
 
 
 def _toml_repeats() -> int | None:
@@ -911,45 +1063,24 @@ def _detail_timing(rows, method: str, preset: str, k: int, phase: str) -> float:
     return sum(vals) / len(vals) if vals else float("nan")
 
 
-def _gaps_text(
-    rows,
-    ks,
-    loss_a,
-    loss_p,
-    time_a,
-    viol_a,
-    pmdp_a,
-    pmdp_p,
-    upv_a,
-    union_a,
-    union_p,
-    p1_a,
-    mg_a,
-    relax_a,
-    sel_rows,
-    *,
-    meta: dict,
-) -> list[str]:
-    spec = meta["spec"]
+# ---------------------------------------------------------------------------------------------
+# "Reading the gaps": one paragraph per topic, None when the run has nothing for it
+# ---------------------------------------------------------------------------------------------
 
-    def avg(cells, m):
-        return _mean_of_means(cells, m, ks)
 
-    def paper(m):
-        return _paper_avg(PAPER_TABLE4_ROME_M, m, ks)
-
-    paras = []
-    n_reps = len({int(r["repetition"]) for r in rows})
-    reps_text = f"our {n_reps} repetition{'s' if n_reps != 1 else ''}"
-    em, embr, lpca = avg(loss_a, "em"), avg(loss_a, "em-br"), avg(loss_a, "lp-ca")
-    pe = avg(loss_a, "panda-e")
+def _em_paragraph(t: ReportTables) -> str | None:
+    """EM and EM+BR: our loss against the paper's, and their audits."""
+    em, embr = t.avg(t.loss_m, "em"), t.avg(t.loss_m, "em-br")
+    if not (math.isfinite(em) or math.isfinite(embr)):
+        return None
+    paper = t.paper_loss
     (em_word, em_rel), (embr_word, embr_rel) = _closeness(em, paper("em")), _closeness(embr, paper("em-br"))
     em_head = (
         f"EM and EM+BR: {em_word} the paper's loss"
         if em_word == embr_word
         else f"EM {em_word} the paper's loss, EM+BR {embr_word} it"
     )
-    em_viol = [avg(viol_a, m) for m in ("em", "em-br")]
+    em_viol = [t.avg(t.violation_rate, m) for m in ("em", "em-br")]
     if not all(math.isfinite(v) for v in em_viol):
         em_audit = "Their audits are missing from this run."
     elif max(em_viol) == 0:
@@ -959,19 +1090,25 @@ def _gaps_text(
             f"Their audits find {_pct(em_viol[0])} and {_pct(em_viol[1])} of record pairs violating eps-mDP, which "
             "exact eps-mDP mechanisms should not show."
         )
-    em_text = (
+    return (
         f"**{em_head}.** Our EM loses {em:,.0f} m on average over K, the paper {paper('em'):,.0f} m ({em_rel}); "
         f"EM+BR {embr:,.0f} m against {paper('em-br'):,.0f} m ({embr_rel}). Both mechanisms are fully specified "
-        f"(exp(-eps d / 2) over {spec['n_outputs']} random outputs, then the Bayesian remap), so only the random "
-        f"instances differ, and {reps_text} against the paper's {PAPER_REPETITIONS}. {em_audit}"
+        f"(exp(-eps d / 2) over {t.spec['n_outputs']} random outputs, then the Bayesian remap), so only the random "
+        f"instances differ, and {t.reps_text} against the paper's {PAPER_REPETITIONS}. {em_audit}"
     )
-    if math.isfinite(em) or math.isfinite(embr):
-        paras.append(em_text)
-    lpca_word, lpca_rel = _closeness(lpca, paper("lp-ca"))
+
+
+def _lpca_paragraph(t: ReportTables) -> str | None:
+    """LP+CA: our loss and time against the paper's, the published code's coarser grid, and the audit."""
+    ks = t.ks
+    lpca = t.avg(t.loss_m, "lp-ca")
+    if not math.isfinite(lpca):
+        return None
+    lpca_word, lpca_rel = _closeness(lpca, t.paper_loss("lp-ca"))
     lpca_loss = {"close to": "loses about as much as the paper's", "below": "loses less", "above": "loses more"}.get(
         lpca_word, "cannot be compared"
     )
-    t_ours, t_paper = avg(time_a, "lp-ca"), _paper_avg(PAPER_TABLE2_ROME_S, "lp-ca", ks)
+    t_ours, t_paper = t.avg(t.time_s, "lp-ca"), _paper_avg(PAPER_TABLE2_ROME_S, "lp-ca", ks)
     if math.isfinite(t_ours) and math.isfinite(t_paper) and t_ours > 0:
         speed = (
             f"and is {t_paper / t_ours:,.0f} times faster"
@@ -983,15 +1120,15 @@ def _gaps_text(
     grid = int(inspect.signature(_build_lp_ca).parameters["grid"].default)
     fold = f"{1 / ARTIFACT_LPCA_SCALE:g}"
     t_lo, t_hi = (_paper_text(PAPER_TABLE2_ROME_S, "lp-ca", k) for k in (min(ks), max(ks)))
-    viol_lpca = avg(viol_a, "lp-ca")
-    lpca_text = (
-        f"**LP+CA: ours {lpca_loss} ({lpca:,.0f} m against {paper('lp-ca'):,.0f} m, {lpca_rel}) {speed}.** Our "
-        f"LP+CA follows the paper's text: a grid of {grid} x {grid} cells over the area and the full exponent eps d "
-        f"between the non-empty cells' representatives. The published code used a grid of {ARTIFACT_LPCA_GRID} x "
-        f"{ARTIFACT_LPCA_GRID} cells and eps d / {fold} between representatives, {fold} times more noise than the "
+    viol_lpca = t.avg(t.violation_rate, "lp-ca")
+    return (
+        f"**LP+CA: ours {lpca_loss} ({lpca:,.0f} m against {t.paper_loss('lp-ca'):,.0f} m, {lpca_rel}) {speed}.** "
+        f"Our LP+CA follows the paper's text: a grid of {grid} x {grid} cells over the area and the full exponent "
+        f"eps d between the non-empty cells' representatives. The published code used a grid of {ARTIFACT_LPCA_GRID} "
+        f"x {ARTIFACT_LPCA_GRID} cells and eps d / {fold} between representatives, {fold} times more noise than the "
         "budget asks for"
         + (", which is consistent with the paper's higher loss" if lpca_word == "below" else "")
-        + f". An LP over at most {grid * grid} representatives takes HiGHS {_range(time_a, 'lp-ca', ks, 2)} s here"
+        + f". An LP over at most {grid * grid} representatives takes HiGHS {_range(t.time_s, 'lp-ca', ks, 2)} s here"
         + (
             f"; we cannot tell what the paper's {t_lo}-{t_hi} s include"
             if t_lo and t_hi and math.isfinite(t_ours) and t_paper > t_ours
@@ -1010,62 +1147,34 @@ def _gaps_text(
             else "."
         )
     )
-    if math.isfinite(lpca):
-        paras.append(lpca_text)
-    pe_word, pe_rel = _closeness(pe, paper("panda-e"))
+
+
+def _times_budget(lo: float, hi: float) -> str:
+    """Return a range of shares of eps*d, in multiples of the whole budget when even the smallest exceeds it."""
+    return f"{lo:.1f}-{hi:.1f} times the whole budget" if lo > 1 else f"{lo:.2f}-{hi:.2f} of eps*d"
+
+
+def _artifact_paragraph(t: ReportTables) -> str:
+    """PAnDA with the artifact preset: its loss against the paper's, its anchors, its budget and its audits."""
+    pe = t.avg(t.loss_m, "panda-e")
+    pe_word, pe_rel = _closeness(pe, t.paper_loss("panda-e"))
     others = "; ".join(
-        f"{ex.METHOD_LABELS[m]} {avg(loss_a, m):,.0f} m ({_closeness(avg(loss_a, m), paper(m))[0]} the paper's "
-        f"{paper(m):,.0f} m)"
+        f"{ex.METHOD_LABELS[m]} {t.avg(t.loss_m, m):,.0f} m ({_closeness(t.avg(t.loss_m, m), t.paper_loss(m))[0]} "
+        f"the paper's {t.paper_loss(m):,.0f} m)"
         for m in ("panda-p", "panda-l")
-        if math.isfinite(avg(loss_a, m))
+        if math.isfinite(t.avg(t.loss_m, m))
     )
-    pmdp_e = avg(pmdp_a, "panda-e")
+    pmdp_e = t.avg(t.pmdp_rate, "panda-e")
     private_a = math.isfinite(pmdp_e) and pmdp_e == 0
-    union_lo, union_hi = _minmax(union_a, "panda-e", ks)
-    in_range = ARTIFACT_ANCHOR_UNION[0] <= union_lo and union_hi <= ARTIFACT_ANCHOR_UNION[1]
-    p1_lo, p1_hi = _minmax(p1_a, "panda-e", ks)
-    mg_lo, mg_hi = _minmax(mg_a, "panda-e", ks)
-    over, constrained = _count_share(rows, "panda-e", "artifact", "n_over_budget_pairs", "n_constrained_pairs")
-    radius = _preset_value(meta["spec"], "artifact", "constraint_radius_km")
-    split = PAPER_BUDGET_SPLIT
-    p1_mean = avg(p1_a, "panda-e")
-    split_word = "close to" if _closeness(p1_mean, split["phase1"])[0] == "close to" else "far from"
-
-    def times_budget(lo: float, hi: float) -> str:
-        return f"{lo:.1f}-{hi:.1f} times the whole budget" if lo > 1 else f"{lo:.2f}-{hi:.2f} of eps*d"
-
+    radius = _preset_value(t.spec, "artifact", "constraint_radius_km")
     text = (
         f"**PAnDA with the artifact preset: the utility is {pe_word} the paper's, "
         + ("and so is the privacy" if private_a else "the privacy is not there")
         + f".** With the published experiments' settings PAnDA-e loses {pe:,.0f} m on average "
-        f"({_range(loss_a, 'panda-e', ks)} m over K) against the paper's {paper('panda-e'):,.0f} m ({pe_rel})"
-        + (f"; {others}" if others else "")
-        + f"; the spread over {reps_text} is in Table 4. "
+        f"({_range(t.loss_m, 'panda-e', t.ks)} m over K) against the paper's {t.paper_loss('panda-e'):,.0f} m "
+        f"({pe_rel})" + (f"; {others}" if others else "") + f"; the spread over {t.reps_text} is in Table 4. "
     )
-    if math.isfinite(union_lo):
-        text += (
-            f"The anchor unions ({_range(union_a, 'panda-e', ks)} records for PAnDA-e) are "
-            + ("within" if in_range else "not within")
-            + f" the range the artifact itself produced ({ARTIFACT_ANCHOR_UNION[0]}-{ARTIFACT_ANCHOR_UNION[1]}). "
-        )
-    if math.isfinite(p1_lo):
-        text += (
-            f"With Phase I's privacy cost computed exactly, the Phase-I share of eps*d alone is "
-            f"{times_budget(p1_lo, p1_hi)} (median over the constrained pairs) and the safety margin "
-            f"{times_budget(mg_lo, mg_hi)}"
-        )
-        if constrained:
-            text += (
-                ": every constrained anchor pair is over budget"
-                if over == constrained
-                else f": {_share_text(over, constrained)} of the constrained anchor pairs are over budget "
-                "(over every K and repetition)"
-            )
-            if over:
-                text += (
-                    "; an over-budget pair's exponent is clipped to 0, and the LP can only give the pair identical rows"
-                )
-        text += ". "
+    text += _anchor_union_text(t) + _phase1_text(t)
     if radius is not None:
         text += (
             f"Pairs further apart than {_num(radius)} km are not constrained at all, so the anchors fall into small "
@@ -1075,110 +1184,146 @@ def _gaps_text(
         ("The exact PmDP audit shows it: " if not private_a else "The exact PmDP audit finds ")
         + f"{_pct(pmdp_e)} of user pairs have a probability of an eps-mDP violation above delta = "
         f"{_num(PAPER_DELTA)} (the paper: {PAPER_VIOLATION_PANDA}), and the "
-        f"surrogates the users actually drew break eps-mDP for {_pct(avg(upv_a, 'panda-e'))} of user pairs."
+        f"surrogates the users actually drew break eps-mDP for {_pct(t.avg(t.user_pair_violation_rate, 'panda-e'))} "
+        "of user pairs."
     )
-    if math.isfinite(p1_mean):
+    return text + _budget_split_text(t)
+
+
+def _anchor_union_text(t: ReportTables) -> str:
+    """PAnDA-e's anchor unions against the range the published artifact produced ("" without unions)."""
+    union_lo, union_hi = _minmax(t.anchor_union, "panda-e", t.ks)
+    if not math.isfinite(union_lo):
+        return ""
+    in_range = ARTIFACT_ANCHOR_UNION[0] <= union_lo and union_hi <= ARTIFACT_ANCHOR_UNION[1]
+    return (
+        f"The anchor unions ({_range(t.anchor_union, 'panda-e', t.ks)} records for PAnDA-e) are "
+        + ("within" if in_range else "not within")
+        + f" the range the artifact itself produced ({ARTIFACT_ANCHOR_UNION[0]}-{ARTIFACT_ANCHOR_UNION[1]}). "
+    )
+
+
+def _phase1_text(t: ReportTables) -> str:
+    """PAnDA-e's Phase-I and margin shares of eps*d, and the pairs they put over budget ("" without shares)."""
+    p1_lo, p1_hi = _minmax(t.phase1_share, "panda-e", t.ks)
+    if not math.isfinite(p1_lo):
+        return ""
+    mg_lo, mg_hi = _minmax(t.margin_share, "panda-e", t.ks)
+    over, constrained = _count_share(t.rows, "panda-e", "artifact", "n_over_budget_pairs", "n_constrained_pairs")
+    text = (
+        f"With Phase I's privacy cost computed exactly, the Phase-I share of eps*d alone is "
+        f"{_times_budget(p1_lo, p1_hi)} (median over the constrained pairs) and the safety margin "
+        f"{_times_budget(mg_lo, mg_hi)}"
+    )
+    if constrained:
         text += (
-            f" The budget split is {split_word} the paper's {100 * split['phase1']:.0f} / "
-            f"{100 * split['margin']:.0f} / {100 * split['phase2']:.0f} %, which was computed with an accounting "
-            "loop that read only the last element of each anchor set (see the project's algorithm notes): computed "
-            f"exactly, Phase I alone costs {times_budget(p1_lo, p1_hi)}, against the paper's "
-            f"{100 * split['phase1']:.0f} %."
+            ": every constrained anchor pair is over budget"
+            if over == constrained
+            else f": {_share_text(over, constrained)} of the constrained anchor pairs are over budget "
+            "(over every K and repetition)"
         )
-    paras.append(text)
-    if loss_p:
-        pp = avg(loss_p, "panda-e")
-        pmdp_pp = avg(pmdp_p, "panda-e")
-        far = _column_values(rows, "panda-e", "paper", "far_value")
-        upload, all_of_x = _uploads(rows, "paper")
-        unreachable, n_pairs = _count_share(
-            rows, "panda-e", "paper", "n_unreachable_target_pairs", "n_constrained_pairs"
-        )
-        over_p, _ = _count_share(rows, "panda-e", "paper", "n_over_budget_pairs", "n_constrained_pairs")
-        if math.isfinite(pmdp_pp) and pmdp_pp == 0:
-            privacy = "private"
-        elif math.isfinite(pmdp_pp) and math.isfinite(pmdp_e) and pmdp_pp < pmdp_e:
-            privacy = "closer to private"
-        else:
-            privacy = "not private either"
-        em_loss = avg(loss_a, "em")
-        cost = "at the price of all utility" if math.isfinite(em_loss) and pp > em_loss else "at a price in utility"
-        text = (
-            f"**PAnDA with the paper preset: {privacy}, {cost}.** Under the paper's own definitions the selection "
-            "probability beyond gamma is h(gamma)"
-            + (f", {sum(far) / len(far):.2g} on average here" if far else "")
-            + (f", so each user uploads {100 * upload:.0f} % of X on average" if math.isfinite(upload) else "")
-            + " and the anchor union "
-            + ("is all of X" if all_of_x else "is a large part of X")
-            + f" ({_range(union_p, 'panda-e', ks)} records)."
-        )
-        if n_pairs:
-            text += (
-                " With so many anchors selected independently, the success target 1 - delta is out of reach for "
-                + (
-                    "every anchor pair"
-                    if unreachable == n_pairs
-                    else f"{_share_text(unreachable, n_pairs)} of the anchor pairs"
-                )
-                + " (no finite safety margin exists for them), and "
-                + (
-                    "every pair is over budget, so all rows must be identical: one output distribution for "
-                    "everybody, whatever their location."
-                    if over_p == n_pairs
-                    else f"{_share_text(over_p, n_pairs)} of the pairs are over budget."
-                )
-            )
-        text += f" The loss is {pp:,.0f} m on average, {pp / pe:,.0f} times the artifact preset's" + (
-            f", {'worse' if pp > em_loss else 'better'} than EM ({em_loss:,.0f} m)." if math.isfinite(em_loss) else "."
-        )
-        if math.isfinite(pmdp_pp) and pmdp_pp > 0:
-            text += (
-                f" Even so, {_pct(pmdp_pp)} of user pairs keep a violation probability above delta: with identical "
-                "rows a violation can only come from Phase I itself, for the pairs whose Phase-I cost alone exceeds "
-                "eps, which no Phase II can repair."
-            )
-        elif math.isfinite(pmdp_pp):
-            text += " No user pair keeps a violation probability above delta."
-        text += " This is what the paper's text specifies; it is why the published experiments changed the settings."
-        paras.append(text)
-    tpe = avg(time_a, "panda-e")
-    cpu_a = _cells(rows, "cpu_time_s", "artifact")
-    k_cpu = next(
-        (
-            k
-            for k in ks
-            if ("lp", k) in cpu_a and cpu_a[("lp", k)].n_solved and ("lp", k) in time_a and time_a[("lp", k)].n_solved
-        ),
-        None,
+        if over:
+            text += "; an over-budget pair's exponent is clipped to 0, and the LP can only give the pair identical rows"
+    return text + ". "
+
+
+def _budget_split_text(t: ReportTables) -> str:
+    """PAnDA-e's budget split against the paper's ("" without Phase-I shares)."""
+    p1_mean = t.avg(t.phase1_share, "panda-e")
+    if not math.isfinite(p1_mean):
+        return ""
+    p1_lo, p1_hi = _minmax(t.phase1_share, "panda-e", t.ks)
+    split = PAPER_BUDGET_SPLIT
+    split_word = "close to" if _closeness(p1_mean, split["phase1"])[0] == "close to" else "far from"
+    return (
+        f" The budget split is {split_word} the paper's {100 * split['phase1']:.0f} / "
+        f"{100 * split['margin']:.0f} / {100 * split['phase2']:.0f} %, which was computed with an accounting "
+        "loop that read only the last element of each anchor set (see the project's algorithm notes): computed "
+        f"exactly, Phase I alone costs {_times_budget(p1_lo, p1_hi)}, against the paper's "
+        f"{100 * split['phase1']:.0f} %."
     )
-    cpu_text = (
-        f": the full LP at K = {k_cpu:,} took {time_a[('lp', k_cpu)].mean:,.0f} s of wall time and "
-        f"{cpu_a[('lp', k_cpu)].mean:,.0f} s of CPU time"
-        if k_cpu is not None
-        else ""
-    )
-    relax = avg(relax_a, "panda-e")
-    kmin, kmax = min(ks), max(ks)
-    sel = _detail_timing(rows, "panda-e", "artifact", kmax, "selection_model")
-    lpt = _detail_timing(rows, "panda-e", "artifact", kmax, "anpo_lp")
-    t_top = time_a[("panda-e", kmax)].mean if ("panda-e", kmax) in time_a else float("nan")
-    t_low = time_a[("panda-e", kmin)].mean if ("panda-e", kmin) in time_a else float("nan")
-    p_low, p_top = (_paper_text(PAPER_TABLE2_ROME_S, "panda-e", k) for k in (kmin, kmax))
-    growth = t_top / t_low if t_low > 0 else float("nan")
-    paper_growth = _paper_mean(p_top) / _paper_mean(p_low) if p_low and p_top else float("nan")
-    if math.isfinite(growth) and math.isfinite(paper_growth) and kmax > kmin:
-        grows = (
-            f"PAnDA grows {'slower' if growth < paper_growth else 'no slower'} with K here than in the paper "
-            f"({growth:,.1f}x from K = {kmin:,} to {kmax:,}, the paper {paper_growth:,.1f}x)"
-        )
+
+
+def _paper_preset_paragraph(t: ReportTables) -> str | None:
+    """PAnDA with the paper preset: how private and at what loss (None when the run has no paper preset)."""
+    if not t.loss_m_paper:
+        return None
+    rows = t.rows
+    pp, pe = t.avg(t.loss_m_paper, "panda-e"), t.avg(t.loss_m, "panda-e")
+    pmdp_pp, pmdp_e = t.avg(t.pmdp_rate_paper, "panda-e"), t.avg(t.pmdp_rate, "panda-e")
+    far = _column_values(rows, "panda-e", "paper", "far_value")
+    upload, all_of_x = _uploads(rows, "paper")
+    if math.isfinite(pmdp_pp) and pmdp_pp == 0:
+        privacy = "private"
+    elif math.isfinite(pmdp_pp) and math.isfinite(pmdp_e) and pmdp_pp < pmdp_e:
+        privacy = "closer to private"
     else:
-        grows = "PAnDA's time"
+        privacy = "not private either"
+    em_loss = t.avg(t.loss_m, "em")
+    cost = "at the price of all utility" if math.isfinite(em_loss) and pp > em_loss else "at a price in utility"
+    text = (
+        f"**PAnDA with the paper preset: {privacy}, {cost}.** Under the paper's own definitions the selection "
+        "probability beyond gamma is h(gamma)"
+        + (f", {sum(far) / len(far):.2g} on average here" if far else "")
+        + (f", so each user uploads {100 * upload:.0f} % of X on average" if math.isfinite(upload) else "")
+        + " and the anchor union "
+        + ("is all of X" if all_of_x else "is a large part of X")
+        + f" ({_range(t.anchor_union_paper, 'panda-e', t.ks)} records)."
+    )
+    text += _paper_pairs_text(t)
+    text += f" The loss is {pp:,.0f} m on average, {pp / pe:,.0f} times the artifact preset's" + (
+        f", {'worse' if pp > em_loss else 'better'} than EM ({em_loss:,.0f} m)." if math.isfinite(em_loss) else "."
+    )
+    if math.isfinite(pmdp_pp) and pmdp_pp > 0:
+        text += (
+            f" Even so, {_pct(pmdp_pp)} of user pairs keep a violation probability above delta: with identical "
+            "rows a violation can only come from Phase I itself, for the pairs whose Phase-I cost alone exceeds "
+            "eps, which no Phase II can repair."
+        )
+    elif math.isfinite(pmdp_pp):
+        text += " No user pair keeps a violation probability above delta."
+    return text + " This is what the paper's text specifies; it is why the published experiments changed the settings."
+
+
+def _paper_pairs_text(t: ReportTables) -> str:
+    """Return the paper preset's anchor pairs that cannot reach 1 - delta and those over budget ("" without pairs)."""
+    unreachable, n_pairs = _count_share(t.rows, "panda-e", "paper", "n_unreachable_target_pairs", "n_constrained_pairs")
+    if not n_pairs:
+        return ""
+    over_p, _ = _count_share(t.rows, "panda-e", "paper", "n_over_budget_pairs", "n_constrained_pairs")
+    return (
+        " With so many anchors selected independently, the success target 1 - delta is out of reach for "
+        + (
+            "every anchor pair"
+            if unreachable == n_pairs
+            else f"{_share_text(unreachable, n_pairs)} of the anchor pairs"
+        )
+        + " (no finite safety margin exists for them), and "
+        + (
+            "every pair is over budget, so all rows must be identical: one output distribution for "
+            "everybody, whatever their location."
+            if over_p == n_pairs
+            else f"{_share_text(over_p, n_pairs)} of the pairs are over budget."
+        )
+    )
+
+
+def _time_paragraph(t: ReportTables) -> str:
+    """Time: PAnDA-e's time and growth with K against the paper's, where it goes, and how it was measured."""
+    ks, meta = t.ks, t.meta
+    tpe = t.avg(t.time_s, "panda-e")
+    relax = t.avg(t.relaxed_lp_time_s, "panda-e")
+    kmin, kmax = min(ks), max(ks)
+    sel = _detail_timing(t.rows, "panda-e", "artifact", kmax, "selection_model")
+    lpt = _detail_timing(t.rows, "panda-e", "artifact", kmax, "anpo_lp")
+    t_top = t.time_s[("panda-e", kmax)].mean if ("panda-e", kmax) in t.time_s else float("nan")
+    p_low, p_top = (_paper_text(PAPER_TABLE2_ROME_S, "panda-e", k) for k in (kmin, kmax))
     lp_floor = _preset_value(meta["spec"], "artifact", "lp_floor")
     rest = t_top - lpt
     workers = _instances_at_once(meta.get("runs", []))
-    paras.append(
-        f"**Time: {grows}.** Our PAnDA-e takes "
-        f"{_range(time_a, 'panda-e', ks, 2)} "
+    return (
+        f"**Time: {_growth_text(t)}.** Our PAnDA-e takes "
+        f"{_range(t.time_s, 'panda-e', ks, 2)} "
         f"s over K (mean {tpe:.2f} s) for everything"
         + (
             f" (and, not counted there, {relax:.2f} s on average for the relaxed LP that only provides the lower bound)"
@@ -1199,167 +1344,222 @@ def _gaps_text(
         f"times are wall clock on a machine with {meta.get('machine', {}).get('cpu_count')} cores"
         + (f" running {workers} instances at a time" if workers else "")
         + " (Setup); rows.csv also holds each method's CPU time "
-        f"(cpu_time_s){cpu_text}."
+        f"(cpu_time_s){_cpu_text(t)}."
     )
-    opt = _optimal_lp_rows(rows)
+
+
+def _growth_text(t: ReportTables) -> str:
+    """How PAnDA-e's time grows from the smallest K to the largest, against the paper's growth."""
+    kmin, kmax = min(t.ks), max(t.ks)
+    t_top = t.time_s[("panda-e", kmax)].mean if ("panda-e", kmax) in t.time_s else float("nan")
+    t_low = t.time_s[("panda-e", kmin)].mean if ("panda-e", kmin) in t.time_s else float("nan")
+    p_low, p_top = (_paper_text(PAPER_TABLE2_ROME_S, "panda-e", k) for k in (kmin, kmax))
+    growth = t_top / t_low if t_low > 0 else float("nan")
+    paper_growth = _paper_mean(p_top) / _paper_mean(p_low) if p_low and p_top else float("nan")
+    if not (math.isfinite(growth) and math.isfinite(paper_growth) and kmax > kmin):
+        return "PAnDA's time"
+    return (
+        f"PAnDA grows {'slower' if growth < paper_growth else 'no slower'} with K here than in the paper "
+        f"({growth:,.1f}x from K = {kmin:,} to {kmax:,}, the paper {paper_growth:,.1f}x)"
+    )
+
+
+def _cpu_text(t: ReportTables) -> str:
+    """Return the optimal LP's wall and CPU time at the first K where both were measured ("" where none)."""
+    cpu = _cells(t.rows, "cpu_time_s", "artifact")
+    wall = t.time_s
+    k_cpu = next(
+        (
+            k
+            for k in t.ks
+            if ("lp", k) in cpu and cpu[("lp", k)].n_solved and ("lp", k) in wall and wall[("lp", k)].n_solved
+        ),
+        None,
+    )
+    if k_cpu is None:
+        return ""
+    return (
+        f": the full LP at K = {k_cpu:,} took {wall[('lp', k_cpu)].mean:,.0f} s of wall time and "
+        f"{cpu[('lp', k_cpu)].mean:,.0f} s of CPU time"
+    )
+
+
+def _optimal_lp_paragraph(t: ReportTables) -> str | None:
+    """Return the optimal LP's paragraph: where it has a certificate, how, and PAnDA-e against it (None if not run)."""
+    rows, ks = t.rows, t.ks
     lp_runs = [r for r in rows if r["method"] == "lp"]
-    if lp_runs:
-        n_ok = sum(1 for r in lp_runs if str(r["status"]).startswith("solved"))
-        bad = sorted(
-            {f"K = {int(r['K']):,}: {r['status']}" for r in lp_runs if not str(r["status"]).startswith("solved")}
-        )
-        gaps = [o["gap"] for o in opt.values() if _finite(o["gap"])]
-        words = {
-            "simplex (warm, Devex)": "HiGHS's warm dual simplex",
-            "restarted PDHG, warm between rounds": "restarted PDHG",
-        }
-        solvers = sorted({words.get(str(v), str(v)) for k in ks for v in _detail_values(rows, "lp", k, "solver")})
-        lo_ratios, hi_ratios, user_ratios = [], [], []
-        for k in ks:
-            pe = [
-                (r["utility_loss_m"], opt[(k, int(r["repetition"]))])
-                for r in rows
-                if r["method"] == "panda-e"
-                and r["preset"] == "artifact"
-                and int(r["K"]) == k
-                and (k, int(r["repetition"])) in opt
-                and str(r["status"]).startswith("solved")
-                and _finite(r["utility_loss_m"])
-            ]
-            if pe:
-                lo_ratios.append(sum(loss / o["upper_m"] for loss, o in pe) / len(pe))
-                hi_ratios.append(sum(loss / o["lower_m"] for loss, o in pe) / len(pe))
-            pu = [
-                r["users_loss_m"] / opt[(k, int(r["repetition"]))]["users_loss_m"]
-                for r in rows
-                if r["method"] == "panda-e"
-                and r["preset"] == "artifact"
-                and int(r["K"]) == k
-                and (k, int(r["repetition"])) in opt
-                and str(r["status"]).startswith("solved")
-                and _finite(r["users_loss_m"])
-                and _finite(opt[(k, int(r["repetition"]))]["users_loss_m"])
-            ]
-            if pu:
-                user_ratios.append(sum(pu) / len(pu))
-        lead = "solved" if n_ok == len(lp_runs) else "certified"
-        bare = [k for k in ks if any(int(r["K"]) == k for r in lp_runs) and not any(kk == k for kk, _ in opt)]
-        where = (
-            "at every K"
-            if not bare
-            else "at K = "
-            + ", ".join(f"{k:,}" for k in ks if k not in bare and any(kk == k for kk, _ in opt))
-            + " (at K = "
-            + ", ".join(f"{k:,}" for k in bare)
-            + " no run had a certificate when its time limit stopped it)"
-        )
-        eta = _lp_setting(rows, "eta")
-        unsolved_paper = [(k, t) for k, t in zip(K_PAPER, PAPER_TABLE2_ROME_S["lp"], strict=True) if t.startswith(">")]
-        paper_lp = (
-            f", where the paper reports {unsolved_paper[0][1]} s from K = {unsolved_paper[0][0]:,} on"
-            if unsolved_paper and len({t for _, t in unsolved_paper}) == 1
+    if not lp_runs:
+        return None
+    opt = _optimal_lp_rows(rows)
+    n_ok = sum(1 for r in lp_runs if str(r["status"]).startswith("solved"))
+    bad = sorted({f"K = {int(r['K']):,}: {r['status']}" for r in lp_runs if not str(r["status"]).startswith("solved")})
+    gaps = [o["gap"] for o in opt.values() if _finite(o["gap"])]
+    words = {
+        "simplex (warm, Devex)": "HiGHS's warm dual simplex",
+        "restarted PDHG, warm between rounds": "restarted PDHG",
+    }
+    solvers = sorted({words.get(str(v), str(v)) for k in ks for v in _detail_values(rows, "lp", k, "solver")})
+    lead = "solved" if n_ok == len(lp_runs) else "certified"
+    eta = _lp_setting(rows, "eta")
+    unsolved_paper = [(k, s) for k, s in zip(K_PAPER, PAPER_TABLE2_ROME_S["lp"], strict=True) if s.startswith(">")]
+    paper_lp = (
+        f", where the paper reports {unsolved_paper[0][1]} s from K = {unsolved_paper[0][0]:,} on"
+        if unsolved_paper and len({text for _, text in unsolved_paper}) == 1
+        else ""
+    )
+    text = (
+        f"**The optimal LP is {lead} {_certified_where(t, lp_runs, opt)}** ({n_ok} of {len(lp_runs)} runs reached the "
+        f"{100 * _lp_setting(rows, 'gap_target'):g} % target within the limit; {_range(t.time_s, 'lp', ks, 1)} s "
+        f"over K for those){paper_lp}. The floor eta = {_num(eta)} leaves only the pairs closer than "
+        f"ln(1/eta)/eps = {math.log(1 / eta) / PAPER_EPS_PER_KM:.1f} km, and "
+        "`build_lp`'s certified solver adds the violated pair rows round by round (per right entry; here by "
+        f"{' and '.join(solvers) or 'its default solver'}): its mechanism is an exact repair of a round's point, "
+        "exactly eps-mDP and audited over every pair, and a weak-duality lower bound proves how far from the "
+        "optimum it can be"
+        + (
+            f" ({_pct(min(gaps))}-{_pct(max(gaps))} against every eps-mDP mechanism here, the table above)"
+            if gaps
             else ""
         )
-        text = (
-            f"**The optimal LP is {lead} {where}** ({n_ok} of {len(lp_runs)} runs reached the "
-            f"{100 * _lp_setting(rows, 'gap_target'):g} % target within the limit; {_range(time_a, 'lp', ks, 1)} s "
-            f"over K for those){paper_lp}. The floor eta = {_num(eta)} leaves only the pairs closer than "
-            f"ln(1/eta)/eps = {math.log(1 / eta) / PAPER_EPS_PER_KM:.1f} km, and "
-            "`build_lp`'s certified solver adds the violated pair rows round by round (per right entry; here by "
-            f"{' and '.join(solvers) or 'its default solver'}): its mechanism is an exact repair of a round's point, "
-            "exactly eps-mDP and audited over every pair, and a weak-duality lower bound proves how far from the "
-            "optimum it can be"
-            + (
-                f" ({_pct(min(gaps))}-{_pct(max(gaps))} against every eps-mDP mechanism here, the table above)"
-                if gaps
-                else ""
-            )
-            + "."
+        + "."
+    )
+    text += _panda_against_lp_text(t, opt)
+    if bad:
+        text += " Outcomes other than solved: " + "; ".join(bad) + "."
+    return text
+
+
+def _certified_where(t: ReportTables, lp_runs: list[dict], opt: dict) -> str:
+    """Return the K at which the optimal LP has a certificate, and those where no run had one."""
+    ks = t.ks
+    bare = [k for k in ks if any(int(r["K"]) == k for r in lp_runs) and not any(kk == k for kk, _ in opt)]
+    if not bare:
+        return "at every K"
+    certified = [k for k in ks if k not in bare and any(kk == k for kk, _ in opt)]
+    return (
+        ("at K = " + ", ".join(f"{k:,}" for k in certified) if certified else "at no K")
+        + " (at K = "
+        + ", ".join(f"{k:,}" for k in bare)
+        + " no run had a certificate when its time limit stopped it)"
+    )
+
+
+def _panda_against_lp_text(t: ReportTables, opt: dict) -> str:
+    """PAnDA-e (artifact preset)'s loss over the optimal LP's: at the users' records, and over all of X."""
+    lo_ratios, hi_ratios, user_ratios = [], [], []
+    for k in t.ks:
+        # The repetitions of PAnDA-e at this K that have the optimal LP's certificate beside them.
+        paired = [
+            (r, opt[(k, int(r["repetition"]))])
+            for r in t.panda_e_rows
+            if int(r["K"]) == k and (k, int(r["repetition"])) in opt and str(r["status"]).startswith("solved")
+        ]
+        pe = [(r["utility_loss_m"], o) for r, o in paired if _finite(r["utility_loss_m"])]
+        if pe:
+            lo_ratios.append(sum(loss / o["upper_m"] for loss, o in pe) / len(pe))
+            hi_ratios.append(sum(loss / o["lower_m"] for loss, o in pe) / len(pe))
+        pu = [
+            r["users_loss_m"] / o["users_loss_m"]
+            for r, o in paired
+            if _finite(r["users_loss_m"]) and _finite(o["users_loss_m"])
+        ]
+        if pu:
+            user_ratios.append(sum(pu) / len(pu))
+    text = ""
+    if user_ratios:
+        text += (
+            f" At the users' true records PAnDA-e with the artifact preset loses {min(user_ratios):.2f}-"
+            f"{max(user_ratios):.2f} times the optimal LP's loss (range of the per-K means), while not being "
+            "eps-mDP."
         )
-        if user_ratios:
-            text += (
-                f" At the users' true records PAnDA-e with the artifact preset loses {min(user_ratios):.2f}-"
-                f"{max(user_ratios):.2f} times the optimal LP's loss (range of the per-K means), while not being "
-                "eps-mDP."
-            )
-        if lo_ratios:
-            text += (
-                " Over all of X its expected loss is "
-                f"{min(lo_ratios):.1f}-{max(lo_ratios):.1f} times the certified loss (and "
-                f"{min(hi_ratios):.1f}-{max(hi_ratios):.1f} times the lower bound on every eps-mDP mechanism): its "
-                "mechanism is built for the users who uploaded anchors, and a record far from all of them is "
-                "served through a far anchor."
-            )
-        if bad:
-            text += " Outcomes other than solved: " + "; ".join(bad) + "."
-        paras.append(text)
-    for m in ("lp-bd", "lp-em"):
-        m_ks = sorted({int(r["K"]) for r in rows if r["method"] == m})
-        if not m_ks:
-            continue
-        k0 = m_ks[0]
-        n_ok, n_all, bad = _status_summary(rows, m, k0)
-        cell = loss_a.get((m, k0))
-        tcell = time_a.get((m, k0))
-        paper_loss = PAPER_TABLE4_ROME_M[m][K_PAPER.index(k0)] if k0 in K_PAPER else "-"
-        paper_time = PAPER_TABLE2_ROME_S[m][K_PAPER.index(k0)] if k0 in K_PAPER else "-"
-        text = (
-            f"**{ex.METHOD_LABELS[m]} at K = {k0:,}:** {n_ok} of {n_all} repetitions solved within the limit "
-            f"(time: {_fmt_cell(tcell, 'time_s').removesuffix(' s')} s, the paper's {paper_time} s"
+    if lo_ratios:
+        text += (
+            " Over all of X its expected loss is "
+            f"{min(lo_ratios):.1f}-{max(lo_ratios):.1f} times the certified loss (and "
+            f"{min(hi_ratios):.1f}-{max(hi_ratios):.1f} times the lower bound on every eps-mDP mechanism): its "
+            "mechanism is built for the users who uploaded anchors, and a record far from all of them is "
+            "served through a far anchor."
         )
-        if cell is not None and cell.n_solved:
-            text += f"; loss {_fmt_cell(cell, 'users_loss_m')} m, the paper's {paper_loss} m)."
-        else:
-            text += f"; the paper's loss: {paper_loss} m)."
-        if bad:
-            text += " Outcomes other than solved: " + "; ".join(bad) + "."
-        if m == "lp-bd":
-            text += (
-                " This is the method the published code ran (functions/myBDToolbox of the authors' repository): "
-                "Benders decomposition, over k-means clusters of the records, of the LP constrained only on record "
-                f"pairs closer than {_num(_lp_bd.PAPER_PAIR_RADIUS_KM)} km, stopped at a "
-                f"{100 * _lp_bd.PAPER_GAP:g} % gap or after {_lp_bd.PAPER_MAX_ITERATIONS} iterations. That LP is a "
-                "relaxation of the optimal one: its mechanism is not eps-mDP (the audit shows it when there is one) "
-                "and its loss may lie below the full LP's. Unlike the published code, its lower bound counts the "
-                "boundary cost once, so it is a true bound on the relaxation (rows.csv gives the bounds and "
-                "iterations)."
-            )
-        paras.append(text)
+    return text
+
+
+def _lp_relaxation_paragraph(t: ReportTables, method: str) -> str | None:
+    """LP+BD or LP+EM at its first K: how many runs solved, its time and loss beside the paper's (None if not run)."""
+    m_ks = sorted({int(r["K"]) for r in t.rows if r["method"] == method})
+    if not m_ks:
+        return None
+    k0 = m_ks[0]
+    n_ok, n_all, bad = _status_summary(t.rows, method, k0)
+    cell = t.loss_m.get((method, k0))
+    tcell = t.time_s.get((method, k0))
+    paper_loss = PAPER_TABLE4_ROME_M[method][K_PAPER.index(k0)] if k0 in K_PAPER else "-"
+    paper_time = PAPER_TABLE2_ROME_S[method][K_PAPER.index(k0)] if k0 in K_PAPER else "-"
+    text = (
+        f"**{ex.METHOD_LABELS[method]} at K = {k0:,}:** {n_ok} of {n_all} repetitions solved within the limit "
+        f"(time: {_fmt_cell(tcell, 'time_s').removesuffix(' s')} s, the paper's {paper_time} s"
+    )
+    if cell is not None and cell.n_solved:
+        text += f"; loss {_fmt_cell(cell, 'users_loss_m')} m, the paper's {paper_loss} m)."
+    else:
+        text += f"; the paper's loss: {paper_loss} m)."
+    if bad:
+        text += " Outcomes other than solved: " + "; ".join(bad) + "."
+    if method == "lp-bd":
+        text += (
+            " This is the method the published code ran (functions/myBDToolbox of the authors' repository): "
+            "Benders decomposition, over k-means clusters of the records, of the LP constrained only on record "
+            f"pairs closer than {_num(_lp_bd.PAPER_PAIR_RADIUS_KM)} km, stopped at a "
+            f"{100 * _lp_bd.PAPER_GAP:g} % gap or after {_lp_bd.PAPER_MAX_ITERATIONS} iterations. That LP is a "
+            "relaxation of the optimal one: its mechanism is not eps-mDP (the audit shows it when there is one) "
+            "and its loss may lie below the full LP's. Unlike the published code, its lower bound counts the "
+            "boundary cost once, so it is a true bound on the relaxation (rows.csv gives the bounds and "
+            "iterations)."
+        )
+    return text
+
+
+def _coincide_paragraph(t: ReportTables) -> str | None:
+    """Whether PAnDA-e and PAnDA-l (artifact preset) gave the same anchors and loss (None without such pairs)."""
     same = pairs = 0
-    pl = {(r["K"], r["repetition"]): r for r in rows if r["method"] == "panda-l" and r["preset"] == "artifact"}
-    for r in sel_rows:
+    pl = {(r["K"], r["repetition"]): r for r in t.rows if r["method"] == "panda-l" and r["preset"] == "artifact"}
+    for r in t.panda_e_rows:
         other = pl.get((r["K"], r["repetition"]))
         if other is None or not str(r["status"]).startswith("solved"):
             continue
         pairs += 1
         if r["anchor_union"] == other["anchor_union"] and abs(r["users_loss_m"] - other["users_loss_m"]) < 1e-6:
             same += 1
-    gammas = _column_values(rows, "panda-e", "artifact", "gamma_km")
-    if pairs and same:
-        paras.append(
-            f"**PAnDA-e and PAnDA-l coincide in {'all' if same == pairs else same} of {pairs} repetitions.** The "
-            "artifact's rescaled forms 0.95 exp(-0.2 d) and 1.9 / (1 + exp(0.4 d)) agree to first order in d, both "
-            "fall to the same floor 0.95e-4 beyond gamma"
-            + (f", gamma is {min(gammas):.1f}-{max(gammas):.1f} km here" if gammas else "")
-            + ", and the two variants share the mechanism seed, so the same uniform draws select the same anchors. "
-            "In the published setup too, PAnDA-e and PAnDA-l are nearly the same mechanism."
-        )
-    elif pairs:
-        paras.append(
+    if not pairs:
+        return None
+    if not same:
+        return (
             f"**PAnDA-e and PAnDA-l differ in every one of {pairs} repetitions**, although the artifact's rescaled "
             "forms 0.95 exp(-0.2 d) and 1.9 / (1 + exp(0.4 d)) agree to first order in d and the two variants "
             "share the mechanism seed."
         )
+    gammas = _column_values(t.rows, "panda-e", "artifact", "gamma_km")
+    return (
+        f"**PAnDA-e and PAnDA-l coincide in {'all' if same == pairs else same} of {pairs} repetitions.** The "
+        "artifact's rescaled forms 0.95 exp(-0.2 d) and 1.9 / (1 + exp(0.4 d)) agree to first order in d, both "
+        "fall to the same floor 0.95e-4 beyond gamma"
+        + (f", gamma is {min(gammas):.1f}-{max(gammas):.1f} km here" if gammas else "")
+        + ", and the two variants share the mechanism seed, so the same uniform draws select the same anchors. "
+        "In the published setup too, PAnDA-e and PAnDA-l are nearly the same mechanism."
+    )
+
+
+def _spread_paragraph(t: ReportTables) -> str:
+    """Spread: how much one instance moves PAnDA-e's loss, and how little a few repetitions say."""
     by_k: dict[int, list[float]] = {}
-    for r in _rows_of(rows, "panda-e", "artifact"):
+    for r in _rows_of(t.rows, "panda-e", "artifact"):
         if _finite(r.get("users_loss_m")):
             by_k.setdefault(int(r["K"]), []).append(float(r["users_loss_m"]))
     spreads = {k: max(v) - min(v) for k, v in by_k.items() if len(v) > 1}
-    instance = f"which {spec['n_users']} users, which task"
+    instance = f"which {t.spec['n_users']} users, which task"
     if spreads:
         k_wide = max(spreads, key=spreads.get)
         spread = (
-            f"**Spread.** Over {reps_text} one instance ({instance}) moves PAnDA-e's loss by up to "
+            f"**Spread.** Over {t.reps_text} one instance ({instance}) moves PAnDA-e's loss by up to "
             f"{spreads[k_wide]:,.0f} m (K = {k_wide:,}), and with so few repetitions the half-widths are themselves "
             "uncertain."
         )
@@ -1368,11 +1568,10 @@ def _gaps_text(
             "**Spread.** One repetition gives no half-width at all, and cannot show how much one instance "
             f"({instance}) moves the loss."
         )
-    paras.append(
+    return (
         spread + f" The paper used {PAPER_REPETITIONS} repetitions; read every cell here as one or few draws, not as "
         "a mean."
     )
-    return paras
 
 
 def main(argv=None) -> int:
