@@ -279,46 +279,8 @@ def make_instance(
     seed
         Seed of the random draws.
     """
-    if not isinstance(network, RoadNetwork):
-        msg = f"The 'network' parameter of make_instance must be a RoadNetwork. Got {type(network).__name__} instead."
-        raise TypeError(msg)
-    k = _check_int(n_records, "n_records", 2)
-    if k > network.n_nodes:
-        msg = (
-            f"The 'n_records' parameter of make_instance must be at most the network's {network.n_nodes} nodes "
-            f"({network.name}). Got {k} instead."
-        )
-        raise ValueError(msg)
-    m = k if n_outputs is None else _check_int(n_outputs, "n_outputs", 1)
-    if m > k:
-        msg = f"The 'n_outputs' parameter of make_instance must be at most n_records ({k}). Got {m} instead."
-        raise ValueError(msg)
-    n = _check_int(n_users, "n_users", 1)
-    if n > k:
-        msg = (
-            f"The 'n_users' parameter of make_instance must be at most n_records ({k}): users have distinct "
-            f"records. Got {n} instead."
-        )
-        raise ValueError(msg)
-    t = _check_int(n_tasks, "n_tasks", 1, k)
-    if not isinstance(prior, np.ndarray) and (not isinstance(prior, str) or prior not in PRIORS):
-        msg = (
-            f"The 'prior' parameter of make_instance must be one of {PRIORS} or a numpy array of per-node "
-            f"weights. Got {prior!r} instead."
-        )
-        raise ValueError(msg)
-    if metric not in METRICS:
-        msg = f"The 'metric' parameter of make_instance must be one of {METRICS}. Got {metric!r} instead."
-        raise ValueError(msg)
-    if loss not in LOSSES:
-        msg = f"The 'loss' parameter of make_instance must be one of {LOSSES}. Got {loss!r} instead."
-        raise ValueError(msg)
-    if user_distribution not in USER_DISTRIBUTIONS:
-        msg = (
-            f"The 'user_distribution' parameter of make_instance must be one of {USER_DISTRIBUTIONS}. "
-            f"Got {user_distribution!r} instead."
-        )
-        raise ValueError(msg)
+    k, m, n, t = _check_sizes(network, n_records, n_outputs, n_users, n_tasks)
+    _check_choices(prior, metric, user_distribution, loss)
 
     rng = np.random.default_rng(seed)
     records = np.sort(rng.choice(network.n_nodes, size=k, replace=False))
@@ -343,6 +305,57 @@ def make_instance(
         seed=seed,
         loss=loss,
     )
+
+
+def _check_sizes(
+    network: object, n_records: object, n_outputs: object, n_users: object, n_tasks: object
+) -> tuple[int, int, int, int]:
+    """Check the network and the sizes :func:`make_instance` draws: return ``(K, M, N, T)``."""
+    if not isinstance(network, RoadNetwork):
+        msg = f"The 'network' parameter of make_instance must be a RoadNetwork. Got {type(network).__name__} instead."
+        raise TypeError(msg)
+    k = _check_int(n_records, "n_records", 2)
+    if k > network.n_nodes:
+        msg = (
+            f"The 'n_records' parameter of make_instance must be at most the network's {network.n_nodes} nodes "
+            f"({network.name}). Got {k} instead."
+        )
+        raise ValueError(msg)
+    m = k if n_outputs is None else _check_int(n_outputs, "n_outputs", 1)
+    if m > k:
+        msg = f"The 'n_outputs' parameter of make_instance must be at most n_records ({k}). Got {m} instead."
+        raise ValueError(msg)
+    n = _check_int(n_users, "n_users", 1)
+    if n > k:
+        msg = (
+            f"The 'n_users' parameter of make_instance must be at most n_records ({k}): users have distinct "
+            f"records. Got {n} instead."
+        )
+        raise ValueError(msg)
+    t = _check_int(n_tasks, "n_tasks", 1, k)
+    return k, m, n, t
+
+
+def _check_choices(prior: object, metric: object, user_distribution: object, loss: object) -> None:
+    """Check the named choices of :func:`make_instance` (the prior, metric, loss and user distribution)."""
+    if not isinstance(prior, np.ndarray) and (not isinstance(prior, str) or prior not in PRIORS):
+        msg = (
+            f"The 'prior' parameter of make_instance must be one of {PRIORS} or a numpy array of per-node "
+            f"weights. Got {prior!r} instead."
+        )
+        raise ValueError(msg)
+    if metric not in METRICS:
+        msg = f"The 'metric' parameter of make_instance must be one of {METRICS}. Got {metric!r} instead."
+        raise ValueError(msg)
+    if loss not in LOSSES:
+        msg = f"The 'loss' parameter of make_instance must be one of {LOSSES}. Got {loss!r} instead."
+        raise ValueError(msg)
+    if user_distribution not in USER_DISTRIBUTIONS:
+        msg = (
+            f"The 'user_distribution' parameter of make_instance must be one of {USER_DISTRIBUTIONS}. "
+            f"Got {user_distribution!r} instead."
+        )
+        raise ValueError(msg)
 
 
 def _loss_m(

@@ -296,17 +296,50 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         The view (``base`` with every valid parameter applied) and one message per ignored value.
     """
     p = base or Params()
-    changes: dict[str, object] = {}
-    problems: list[str] = []
+    link = _LinkReader(query)
+    # In this order: a preset's values land after the sizes and the decay, and the link's own parameters
+    # below the preset override them.
+    _read_source(link)
+    link.number("K", "n_records", int, *RANGES["n_records"])
+    link.number("N", "n_users", int, *RANGES["n_users"])
+    link.number("M", "n_outputs", int, *RANGES["n_outputs"])
+    link.number("seed", "seed", int, *RANGES["seed"])
+    _read_decay(link)
+    _read_preset(link)
+    link.number("eps", "epsilon_per_km", float, *RANGES["epsilon_per_km"])
+    _read_delta(link)
+    link.number("alpha", "alpha", float, *RANGES["alpha"])
+    link.number("lambda", "lambda_per_km", float, *RANGES["lambda_per_km"])
+    _read_distance(link, "gamma", "gamma_km", "auto", GAMMA_OPTIONS)
+    link.number("Gamma", "neighbourhood_size", int, *RANGES["neighbourhood_size"])
+    _read_distance(link, "radius", "constraint_radius_km", "all", RADIUS_OPTIONS)
+    _read_lower_bound(link)
+    link.number("lbtime", "lp_time_limit_s", float, *RANGES["lp_time_limit_s"])
+    _read_loss(link)
+    link.number("tasks", "n_tasks", int, *RANGES["n_tasks"])
+    _read_prior(link)
+    return p.replace(**link.changes), link.problems
 
-    def get(key: str) -> str | None:
-        value = query.get(key)
+
+class _LinkReader:
+    """A link's query parameters, read one at a time: valid values go to ``changes``, one message per ignored one
+    to ``problems``."""
+
+    def __init__(self, query: Mapping[str, str]):
+        self.query = query
+        self.changes: dict[str, object] = {}
+        self.problems: list[str] = []
+
+    def get(self, key: str) -> str | None:
+        """The parameter's text, stripped, or None when the link does not have it."""
+        value = self.query.get(key)
         if isinstance(value, list):  # repeated parameter: the last one wins
             value = value[-1] if value else None
         return None if value is None else str(value).strip()
 
-    def number(key: str, field: str, cast, low: float, high: float) -> None:
-        raw = get(key)
+    def number(self, key: str, field: str, cast: type[int] | type[float], low: float, high: float) -> None:
+        """Set ``field`` from the number of ``key`` when it is one (whole for ``int``) in ``[low, high]``."""
+        raw = self.get(key)
         if raw is None:
             return
         try:
@@ -314,124 +347,135 @@ def from_query(query: Mapping[str, str], base: Params | None = None) -> tuple[Pa
         except ValueError:
             x = math.nan
         if math.isnan(x):  # ?eps=nan too
-            problems.append(f"'{key}={_shown(raw)}' is not a number: ignored.")
+            self.problems.append(f"'{key}={_shown(raw)}' is not a number: ignored.")
             return
         if cast is int and math.isfinite(x) and not x.is_integer():  # ?K=200.5 is not K = 200
-            problems.append(f"'{key}={_shown(raw)}' is not a whole number: ignored.")
+            self.problems.append(f"'{key}={_shown(raw)}' is not a whole number: ignored.")
             return
         try:
             value = cast(x)
         except OverflowError:  # int(float("inf")): ?K=inf, ?seed=1e999
-            problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
+            self.problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
             return
         if not (low <= value <= high) or (isinstance(value, float) and not math.isfinite(value)):
-            problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
+            self.problems.append(f"'{key}={_shown(raw)}' is outside [{low:g}, {high:g}]: ignored.")
             return
-        changes[field] = value
+        self.changes[field] = value
 
-    city, bbox, upload = get("city"), get("bbox"), get("file")
-    # One road network: an uploaded file, else a box, else a city. A link naming two says which one is not used.
+
+def _read_source(link: _LinkReader) -> None:
+    """The road network: an uploaded file, else a box, else a city. A link naming two says which one is not used."""
+    city, bbox, upload = link.get("city"), link.get("bbox"), link.get("file")
     sources = [(key, value) for key, value in (("file", upload), ("bbox", bbox), ("city", city)) if value is not None]
     for key, value in sources[1:]:
-        problems.append(f"'{key}={_shown(value)}' is not used because the link also has {sources[0][0]}=: ignored.")
+        link.problems.append(
+            f"'{key}={_shown(value)}' is not used because the link also has {sources[0][0]}=: ignored."
+        )
     if upload is not None:
         if _FILE_ID.fullmatch(upload):
-            changes["source"] = f"file:{upload}"
+            link.changes["source"] = f"file:{upload}"
         else:
-            problems.append(f"'file={_shown(upload)}' is not an uploaded file's id (16 hex digits): ignored.")
+            link.problems.append(f"'file={_shown(upload)}' is not an uploaded file's id (16 hex digits): ignored.")
     elif bbox is not None:
         try:
             values = tuple(float(v) for v in bbox.split(","))
             if len(values) != 4:
                 raise ValueError
             panda.BoundingBox(*values)
-            changes["source"] = bbox_source(values)  # type: ignore[arg-type]
+            link.changes["source"] = bbox_source(values)
         except ValueError:
-            problems.append(f"'bbox={_shown(bbox)}' is not a valid west,south,east,north box: ignored.")
+            link.problems.append(f"'bbox={_shown(bbox)}' is not a valid west,south,east,north box: ignored.")
     elif city is not None:
         if city.lower() in panda.list_cities():
-            changes["source"] = f"city:{city.lower()}"
+            link.changes["source"] = f"city:{city.lower()}"
         else:
             cities = ", ".join(panda.list_cities())
-            problems.append(f"'city={_shown(city)}' is not an embedded city ({cities}): ignored.")
-    number("K", "n_records", int, *RANGES["n_records"])
-    number("N", "n_users", int, *RANGES["n_users"])
-    number("M", "n_outputs", int, *RANGES["n_outputs"])
-    number("seed", "seed", int, *RANGES["seed"])
-    decay = get("decay")
-    if decay is not None:
-        full = {v: k for k, v in _DECAY_SHORT.items()} | {k: k for k in _DECAY_SHORT}
-        if decay in full:
-            changes["decay"] = full[decay]
-        else:
-            problems.append(f"'decay={_shown(decay)}' is not one of e, p, l: ignored.")
-    preset = get("preset")
-    if preset is not None:
-        if preset in PRESETS:
-            # The preset's values first: the link's own parameters below override them.
-            changes["preset"] = preset
-            changes.update(preset_values(preset))
-        else:
-            problems.append(f"'preset={_shown(preset)}' is not one of {', '.join(PRESETS)}: ignored.")
-    number("eps", "epsilon_per_km", float, *RANGES["epsilon_per_km"])
-    raw_delta = get("delta")
-    if raw_delta is not None:
-        try:
-            d = float(raw_delta)
-            if not _offered(DELTA_OPTIONS, d):  # ?delta=5e-324 is not delta = 1e-9
-                raise ValueError
-            changes["delta"] = _nearest(DELTA_OPTIONS, d)
-        except ValueError:
-            low, high = min(DELTA_OPTIONS), max(DELTA_OPTIONS)
-            problems.append(f"'delta={_shown(raw_delta)}' is not a probability from {low:g} to {high:g}: ignored.")
-    number("alpha", "alpha", float, *RANGES["alpha"])
-    number("lambda", "lambda_per_km", float, *RANGES["lambda_per_km"])
-    gamma = get("gamma")
-    if gamma is not None:
-        if gamma == "auto":
-            changes["gamma_km"] = None
-        else:
-            try:
-                g = float(gamma)
-                if not _offered(GAMMA_OPTIONS, g):  # ?gamma=1e9 is not gamma = 5 km
-                    raise ValueError
-                changes["gamma_km"] = _nearest(GAMMA_OPTIONS, g)
-            except ValueError:
-                span = _span(GAMMA_OPTIONS)
-                problems.append(f"'gamma={_shown(gamma)}' is not 'auto' or a distance from {span} km: ignored.")
-    number("Gamma", "neighbourhood_size", int, *RANGES["neighbourhood_size"])
-    radius = get("radius")
-    if radius is not None:
-        if radius == "all":
-            changes["constraint_radius_km"] = None
-        else:
-            try:
-                r = float(radius)
-                if not _offered(RADIUS_OPTIONS, r):
-                    raise ValueError
-                changes["constraint_radius_km"] = _nearest(RADIUS_OPTIONS, r)
-            except ValueError:
-                span = _span(RADIUS_OPTIONS)
-                problems.append(f"'radius={_shown(radius)}' is not 'all' or a distance from {span} km: ignored.")
-    lb = get("lb")
-    if lb is not None:
-        if lb in ("0", "1"):
-            changes["lower_bound"] = lb == "1"
-        else:
-            problems.append(f"'lb={_shown(lb)}' must be 0 or 1: ignored.")
-    number("lbtime", "lp_time_limit_s", float, *RANGES["lp_time_limit_s"])
-    loss = get("loss")
-    if loss is not None:
-        if loss in LOSS_OPTIONS:
-            changes["loss"] = loss
-        else:
-            problems.append(f"'loss={_shown(loss)}' is not one of {', '.join(LOSS_OPTIONS)}: ignored.")
-    number("tasks", "n_tasks", int, *RANGES["n_tasks"])
-    prior = get("prior")
-    if prior is not None:
-        if prior in PRIOR_OPTIONS or UPLOAD_PRIOR.fullmatch(prior):
-            changes["prior"] = prior
-        else:
-            known = ", ".join(PRIOR_OPTIONS)
-            problems.append(f"'prior={_shown(prior)}' is not one of {known} or an uploaded file: ignored.")
-    return p.replace(**changes), problems
+            link.problems.append(f"'city={_shown(city)}' is not an embedded city ({cities}): ignored.")
+
+
+def _read_decay(link: _LinkReader) -> None:
+    decay = link.get("decay")
+    if decay is None:
+        return
+    full = {v: k for k, v in _DECAY_SHORT.items()} | {k: k for k in _DECAY_SHORT}
+    if decay in full:
+        link.changes["decay"] = full[decay]
+    else:
+        link.problems.append(f"'decay={_shown(decay)}' is not one of e, p, l: ignored.")
+
+
+def _read_preset(link: _LinkReader) -> None:
+    preset = link.get("preset")
+    if preset is None:
+        return
+    if preset in PRESETS:
+        # The preset's values first: the link's own parameters read after it override them.
+        link.changes["preset"] = preset
+        link.changes.update(preset_values(preset))
+    else:
+        link.problems.append(f"'preset={_shown(preset)}' is not one of {', '.join(PRESETS)}: ignored.")
+
+
+def _read_delta(link: _LinkReader) -> None:
+    """delta moves to the nearest offered probability (log scale), when it lies within their span."""
+    raw_delta = link.get("delta")
+    if raw_delta is None:
+        return
+    try:
+        d = float(raw_delta)
+        if not _offered(DELTA_OPTIONS, d):  # ?delta=5e-324 is not delta = 1e-9
+            raise ValueError
+        link.changes["delta"] = _nearest(DELTA_OPTIONS, d)
+    except ValueError:
+        low, high = min(DELTA_OPTIONS), max(DELTA_OPTIONS)
+        link.problems.append(f"'delta={_shown(raw_delta)}' is not a probability from {low:g} to {high:g}: ignored.")
+
+
+def _read_distance(link: _LinkReader, key: str, field: str, word: str, options: tuple[float | None, ...]) -> None:
+    """A distance in km moved to the nearest of ``options`` (within their span), or ``word`` for None (gamma's
+    "auto", the radius's "all")."""
+    raw = link.get(key)
+    if raw is None:
+        return
+    if raw == word:
+        link.changes[field] = None
+        return
+    try:
+        value = float(raw)
+        if not _offered(options, value):  # ?gamma=1e9 is not gamma = 5 km
+            raise ValueError
+        link.changes[field] = _nearest(options, value)
+    except ValueError:
+        span = _span(options)
+        link.problems.append(f"'{key}={_shown(raw)}' is not '{word}' or a distance from {span} km: ignored.")
+
+
+def _read_lower_bound(link: _LinkReader) -> None:
+    lb = link.get("lb")
+    if lb is None:
+        return
+    if lb in ("0", "1"):
+        link.changes["lower_bound"] = lb == "1"
+    else:
+        link.problems.append(f"'lb={_shown(lb)}' must be 0 or 1: ignored.")
+
+
+def _read_loss(link: _LinkReader) -> None:
+    loss = link.get("loss")
+    if loss is None:
+        return
+    if loss in LOSS_OPTIONS:
+        link.changes["loss"] = loss
+    else:
+        link.problems.append(f"'loss={_shown(loss)}' is not one of {', '.join(LOSS_OPTIONS)}: ignored.")
+
+
+def _read_prior(link: _LinkReader) -> None:
+    prior = link.get("prior")
+    if prior is None:
+        return
+    if prior in PRIOR_OPTIONS or UPLOAD_PRIOR.fullmatch(prior):
+        link.changes["prior"] = prior
+    else:
+        known = ", ".join(PRIOR_OPTIONS)
+        link.problems.append(f"'prior={_shown(prior)}' is not one of {known} or an uploaded file: ignored.")

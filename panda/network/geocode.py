@@ -6,6 +6,8 @@ import math
 import numbers
 import os
 import socket
+from pathlib import Path
+from typing import Any
 
 from panda.errors import DownloadError
 from panda.network.cache import evict_download_cache
@@ -68,6 +70,25 @@ def geocode_bbox(
     DownloadError
         When the geocoder fails in any other way.
     """
+    text = _query_text(query, timeout_s)
+    import osmnx as ox
+
+    ox.settings.doh_url_template = None
+    url = ox.settings.nominatim_url
+    _probe_server(
+        url,
+        min(PROBE_TIMEOUT_S, float(timeout_s)),
+        offline_message=lambda reason: _geocode_offline_message(url, reason),
+        setting="The Nominatim URL {url!r} (osmnx.settings.nominatim_url)",
+    )
+    root = _cache_root(cache_dir)
+    gdf = _geocode(text, url, root, float(timeout_s))
+    evict_download_cache(root)  # osmnx's HTTP cache holds the answer: bounded with the downloads
+    return _place_box(gdf.iloc[0], text)
+
+
+def _query_text(query: object, timeout_s: float) -> str:
+    """Return the place name, whitespace collapsed, once it and ``timeout_s`` are checked (before any connection)."""
     if not isinstance(query, str):
         msg = f"The 'query' parameter of geocode_bbox must be a str. Got {type(query).__name__} instead."
         raise TypeError(msg)
@@ -84,30 +105,26 @@ def geocode_bbox(
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
         msg = f"The 'timeout_s' parameter of geocode_bbox must be a number > 0. Got {timeout_s!r} instead."
         raise ValueError(msg)
+    return text
+
+
+def _geocode(text: str, url: str, root: Path, timeout_s: float) -> Any:
+    """Ask the geocoder for ``text``: osmnx's GeoDataFrame of the results, its failures as sentences."""
     import osmnx as ox
     import requests
     from osmnx._errors import InsufficientResponseError, ResponseStatusCodeError
 
-    ox.settings.doh_url_template = None
-    url = ox.settings.nominatim_url
-    _probe_server(
-        url,
-        min(PROBE_TIMEOUT_S, float(timeout_s)),
-        offline_message=lambda reason: _geocode_offline_message(url, reason),
-        setting="The Nominatim URL {url!r} (osmnx.settings.nominatim_url)",
-    )
-    root = _cache_root(cache_dir)
     # osmnx's settings are global: a running download owns them (and the server's address) until it ends.
-    if not _DOWNLOAD_LOCK.acquire(timeout=float(timeout_s)):
+    if not _DOWNLOAD_LOCK.acquire(timeout=timeout_s):
         msg = "A road network download is running on this server: find the place again when it has finished."
         raise DownloadError(msg)
     getaddrinfo = socket.getaddrinfo
     try:
-        _configure_osmnx(root / "osmnx", float(timeout_s))
+        _configure_osmnx(root / "osmnx", timeout_s)
         try:
-            gdf = ox.geocoder.geocode_to_gdf(text)
+            return ox.geocoder.geocode_to_gdf(text)
         except TypeError:  # found, but no result has an area (a point, a street): take the top result's box
-            gdf = ox.geocoder.geocode_to_gdf(text, which_result=1)
+            return ox.geocoder.geocode_to_gdf(text, which_result=1)
     except InsufficientResponseError as exc:
         if "0 results" in str(exc):
             msg = (
@@ -126,8 +143,10 @@ def geocode_bbox(
     finally:
         socket.getaddrinfo = getaddrinfo
         _DOWNLOAD_LOCK.release()
-    evict_download_cache(root)  # osmnx's HTTP cache holds the answer: bounded with the downloads
-    row = gdf.iloc[0]
+
+
+def _place_box(row: Any, text: str) -> tuple[BoundingBox, str]:
+    """Return the bounding box and name of the geocoder's result ``row``; a point gets a small box around it."""
     name = str(row.get("display_name") or text)
     w, s, e, n = (float(row[c]) for c in ("bbox_west", "bbox_south", "bbox_east", "bbox_north"))
     if w > e:

@@ -19,12 +19,16 @@ import tempfile
 import warnings
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from panda.errors import DataUnavailableError, PandaWarning
 from panda.network.cache import _load_network_npz, _save_network_npz
 from panda.network.files import _read_osm_filtered
 from panda.network.folders import _cache_root
 from panda.network.roads import NETWORK_TYPES, RoadNetwork, network_from_graph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: File names an upload may have (the kind is read from the name).
 UPLOAD_SUFFIXES = (".osm", ".osm.bz2", ".osm.gz", ".osm.pbf")
@@ -168,6 +172,34 @@ def network_from_upload(
         With a sentence saying what to do, for a file that is empty, too large, decompresses to too
         much, holds too many road nodes, is damaged or not OpenStreetMap data, or holds no usable roads.
     """
+    _check_upload_arguments(data, filename, network_type, max_bytes, max_decompressed_bytes, max_nodes)
+    label = _upload_label(filename)
+    fmt, compression = _upload_format(filename, label)
+    data = _upload_bytes(data, label, max_bytes)
+    file_id = hashlib.sha256(data).hexdigest()[:16]
+    folder = _upload_cache_dir(cache_dir)
+    cache_file = _upload_cache_file(folder, file_id, network_type)
+    cached = _read_upload_cache(cache_file)
+    if cached is not None:
+        return cached
+    with tempfile.TemporaryDirectory(prefix="panda-upload-") as tmp:
+        path = _write_upload(data, fmt, compression, Path(tmp), max_decompressed_bytes, label)
+        del data  # the file holds it now: not kept in memory while pyosmium reads the file
+        graph = _read_osm_filtered(path, fmt, network_type, label=label, max_nodes=max_nodes)
+    net = _upload_network(graph, label, file_id, network_type)
+    _keep_upload(net, folder, cache_file)
+    return net
+
+
+def _check_upload_arguments(
+    data: object,
+    filename: object,
+    network_type: object,
+    max_bytes: object,
+    max_decompressed_bytes: object,
+    max_nodes: object,
+) -> None:
+    """Raise for an argument of :func:`network_from_upload` of the wrong type or out of range."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         msg = f"The 'data' parameter of network_from_upload must be bytes. Got {type(data).__name__} instead."
         raise TypeError(msg)
@@ -188,7 +220,10 @@ def network_from_upload(
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             msg = f"The '{pname}' parameter of network_from_upload must be an int >= 1. Got {value!r} instead."
             raise ValueError(msg)
-    label = _upload_label(filename)
+
+
+def _upload_format(filename: str, label: str) -> tuple[str, str]:
+    """Return the (osmium format, compression) the file name gives, or raise for a name this page does not read."""
     kind = _upload_kind(filename)
     if kind is None:
         msg = (
@@ -196,6 +231,11 @@ def network_from_upload(
             f"{', '.join(UPLOAD_SUFFIXES)}."
         )
         raise ValueError(msg)
+    return kind
+
+
+def _upload_bytes(data: bytes | bytearray | memoryview, label: str, max_bytes: int) -> bytes:
+    """Return the upload as bytes, or raise when it is empty or larger than ``max_bytes``."""
     data = bytes(data)
     if not data:
         msg = f"The file {label!r} is empty: upload an OpenStreetMap extract with roads in it."
@@ -206,41 +246,47 @@ def network_from_upload(
             "have: cut a smaller area out of it (for example with osmium extract) or use an embedded city."
         )
         raise ValueError(msg)
-    file_id = hashlib.sha256(data).hexdigest()[:16]
-    folder = _upload_cache_dir(cache_dir)
-    cache_file = _upload_cache_file(folder, file_id, network_type)
-    cached = _read_upload_cache(cache_file)
-    if cached is not None:
-        return cached
-    fmt, compression = kind
-    with tempfile.TemporaryDirectory(prefix="panda-upload-") as tmp:
-        path = Path(tmp) / ("upload.osm.pbf" if fmt == "pbf" else "upload.osm")
-        if compression:
-            _decompress_capped(data, compression, path, max_decompressed_bytes, label)
-        else:
-            path.write_bytes(data)
-        del data
-        graph = _read_osm_filtered(path, fmt, network_type, label=label, max_nodes=max_nodes)
+    return data
+
+
+def _write_upload(
+    data: bytes, fmt: str, compression: str, folder: Path, max_decompressed_bytes: int, label: str
+) -> Path:
+    """Write the upload, decompressed within ``max_decompressed_bytes``, to a file of ``folder`` osmium can read."""
+    path = folder / ("upload.osm.pbf" if fmt == "pbf" else "upload.osm")
+    if compression:
+        _decompress_capped(data, compression, path, max_decompressed_bytes, label)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def _upload_network(graph: nx.MultiDiGraph, label: str, file_id: str, network_type: str) -> RoadNetwork:
+    """Build the network of the upload's road graph, named after the file without its suffix."""
     name = label
     for suffix in UPLOAD_SUFFIXES[::-1]:
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)] or label
             break
     try:
-        net = network_from_graph(graph, name=name, source=f"file:{file_id}")
+        return network_from_graph(graph, name=name, source=f"file:{file_id}")
     except ValueError as exc:
         msg = (
             f"The file {label!r} holds no usable '{network_type}' road network: {exc} "
             "Give an extract with connected roads."
         )
         raise ValueError(msg) from None
+
+
+def _keep_upload(net: RoadNetwork, folder: Path, cache_file: Path) -> None:
+    """Cache the network under its id and keep the upload cache within its bounds; warn when that fails."""
     try:
         _save_network_npz(net, cache_file)
         _evict_uploads(folder, cache_file, UPLOAD_CACHE_MAX_BYTES, UPLOAD_CACHE_MAX_FILES)
     except OSError as exc:
         msg = f"Could not cache the uploaded network in {cache_file} ({exc}): a link to it works only until restart."
-        warnings.warn(msg, PandaWarning, stacklevel=2)
-    return net
+        # stacklevel 3: the warning points at the code that called network_from_upload, not at this helper
+        warnings.warn(msg, PandaWarning, stacklevel=3)
 
 
 def _read_upload_cache(cache_file: Path) -> RoadNetwork | None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import panda
+import panda._margin_chunks as chunks
 import panda.margins as pm
 from panda.anchors import SelectionModel, sample_anchor_sets
 
@@ -56,7 +57,7 @@ def test_safety_margins_are_bit_identical_to_the_former_search(network, n_record
 @pytest.mark.parametrize("name,overrides", [SETTINGS[0], SETTINGS[5], SETTINGS[6], SETTINGS[8]])
 def test_every_chunk_through_the_grid_path_is_bit_identical(monkeypatch, name, overrides, chunk):
     """No chunk falls back to sorting whole (the grid path answers it), with large and with tiny chunks."""
-    monkeypatch.setattr(pm, "_MAX_SORTED_SHARE", 1.0)
+    monkeypatch.setattr(chunks, "_MAX_SORTED_SHARE", 1.0)
     monkeypatch.setattr(pm, "CHUNK_CANDIDATES", chunk)
     monkeypatch.setattr(ref, "CHUNK_CANDIDATES", chunk)
     calls = {"grid": 0, "whole": 0}
@@ -81,7 +82,7 @@ def test_every_chunk_through_the_grid_path_is_bit_identical(monkeypatch, name, o
 @pytest.mark.parametrize("network", ["kotka", "liechtenstein"])
 def test_margin_for_records_is_bit_identical_for_any_target(monkeypatch, network, fallback, share):
     """Random record pairs (p == q included) and targets from 0 to above 1, both fallbacks."""
-    monkeypatch.setattr(pm, "_MAX_SORTED_SHARE", share)
+    monkeypatch.setattr(chunks, "_MAX_SORTED_SHARE", share)
     inst = panda.make_instance(panda.load_city(network), n_records=200, n_outputs=20, n_users=10, seed=3)
     cfg = panda.preset("paper", gamma_km=0.5, alpha=0.9, margin_fallback=fallback)
     model = SelectionModel.build(inst, cfg)
