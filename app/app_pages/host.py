@@ -89,11 +89,19 @@ def _spread_m(places: list[int]) -> float | None:
     return float(statistics.median(d[centre]))
 
 
+def _secret_words(row: dict) -> str:
+    """Whose secret place the reports come from (and, for a shared place the class saw revealed, when)."""
+    if row["secret_mode"] == "each":
+        return "every student has their own secret place"
+    seen = row.get("seen_in_round")
+    return "one secret place for all" + (f", one the class has seen: it was revealed in round {seen}" if seen else "")
+
+
 # ---------------------------------------------------------------------------------------------
 st.markdown(f"#### Class round {cur['round']}: where was this report made?")
 st.caption(
     f"{label} at ε = {cur['epsilon_per_km']:g}/km · {k} report{'s' if k > 1 else ''} per student · "
-    + ("every student has their own secret place" if cur["secret_mode"] == "each" else "one secret place for all")
+    + _secret_words(cur)
     + " · errors are road distances · keep this page's address: it holds your lecturer key"
 )
 st.page_link("app_pages/lesson.py", label="Back to the Lesson", icon=":material/arrow_back:")
@@ -120,15 +128,27 @@ with right:
         st.caption(f"Join code **{html.escape(hv.code)}** · {join_url}")
 
 
-LIVE_EVERY = POLL_S if cur["status"] == "open" else None
+#: Open: the guesses arrive. Scoring: the page picks up the scores, or offers to score again once the
+#: scoring's server is known to have stopped.
+LIVE = ("open", "scoring")
+LIVE_EVERY = POLL_S if cur["status"] in LIVE else None
+
+
+def _read() -> rounds.HostView:
+    """The game as the database has it now (what the page shows, if the database cannot be read this time)."""
+    try:
+        return rounds.host_view(code, key)
+    except Exception:  # noqa: BLE001 (a database hiccup: the page keeps what it shows and asks again)
+        return hv
 
 
 def _now() -> rounds.HostView:
-    """The current state (re-read while the round is open); the whole page reruns when the round moves on."""
-    if cur["status"] != "open":
+    """The current state (re-read while the round is live); the whole page reruns when the round moves on."""
+    if cur["status"] not in LIVE:
         return hv
-    live = rounds.host_view(code, key)
-    if live.current["round"] != cur["round"] or live.current["status"] != cur["status"]:
+    live = _read()
+    moved = ("round", "status", "scoring_stuck")
+    if any(live.current.get(name) != cur.get(name) for name in moved):
         st.rerun(scope="app")
     return live
 
@@ -153,7 +173,7 @@ def _live_map() -> None:
 @st.fragment(run_every=LIVE_EVERY)
 def _live_counts() -> None:
     """Players, guesses and their spread."""
-    live = rounds.host_view(code, key) if cur["status"] == "open" else hv
+    live = _read() if cur["status"] == "open" else hv
     m1, m2, m3 = st.columns(3)
     m1.metric("Players", live.n_players)
     m2.metric("Guesses", len(live.guesses))
@@ -168,24 +188,27 @@ def _score(rnd, entries: list[dict]) -> tuple[list[dict], dict]:  # noqa: ANN001
 
 def _act(action: str) -> None:
     try:
-        if action == "reveal":
+        if action == "reveal":  # also a round stuck in "scoring": scored again from every entry
             rounds.reveal(code, key, _score)
         elif action == "close":
             rounds.close_round(code, key)
         elif action == "again":
             eps = float(ss.host_next_eps)
+            # A shared round gets a new place (next_round draws it away from the places revealed so far) unless
+            # the lecturer asks for this round's place again.
+            same = cur["secret_mode"] == "shared" and ss.get("host_next_place") == "same"
             spec = rounds.RoundSpec(
                 cur["mechanism"],
                 eps,
                 k,
                 cur["secret_mode"],
-                cur["shared_place"],
+                cur["shared_place"] if same else None,
                 options=tuple(tuple(o) for o in (cur.get("options") or ())),
             )
             with st.spinner(f"Building {label} at ε = {eps:g}/km ..."):
                 if _matrix({"mechanism": cur["mechanism"], "epsilon_per_km": eps, "options": spec.options}) is None:
                     raise rounds.GameError(f"{label} has no full matrix at ε = {eps:g}/km here: pick another ε.")
-            rounds.next_round(code, key, spec)
+            rounds.next_round(code, key, spec, prior=inst.prior)
         ss.pop("host_msg", None)
     except rounds.GameError as exc:
         ss.host_msg = str(exc)
@@ -209,6 +232,14 @@ with right:
             "Reveal", type="primary", icon=":material/visibility:", on_click=_act, args=("reveal",), width="stretch"
         )
         b2.button("End round", icon=":material/stop_circle:", on_click=_act, args=("close",), width="stretch")
+    elif cur["status"] == "scoring" and cur.get("scoring_stuck"):
+        st.warning(
+            f"Round {cur['round']}'s scoring stopped before it finished (the server scoring it stopped). "
+            "Every guess is kept: score them now."
+        )
+        st.button("Score the guesses", type="primary", icon=":material/visibility:", on_click=_act, args=("reveal",))
+    elif cur["status"] == "scoring":
+        st.info(f"Round {cur['round']}'s guesses are being scored: the scores appear here in a moment.")
     if summary_shown:
         s1, s2 = st.columns(2)
         s1.metric("Class: mean error", fmt_m(cur.get("class_mean_m")))
@@ -227,6 +258,15 @@ with right:
             f"({cur.get('n_guesses')} of {cur.get('n_players')} students guessed)."
         )
     if cur["status"] != "open":
+        if cur["secret_mode"] == "shared":
+            seen = "the class has seen it" if summary_shown or cur.get("seen_in_round") else "not revealed yet"
+            st.radio(
+                "Next secret place",
+                ["new", "same"],
+                format_func={"new": "A new place", "same": f"This round's place again ({seen})"}.get,
+                key="host_next_place",
+                horizontal=True,
+            )
         c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
         eps_options = [0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0]
         default = min(eps_options, key=lambda e: abs(e - float(cur["epsilon_per_km"]) / 2))

@@ -12,7 +12,7 @@ import secrets
 import numpy as np
 import streamlit as st
 
-from app import state
+from app import client_address, state
 from app.figures import game_maps, maps
 from app.game import rounds
 from app.model import lesson_numbers
@@ -44,9 +44,13 @@ def _join_form(code: str) -> None:
         joined = st.form_submit_button("Join", type="primary", icon=":material/login:")
     if joined:
         try:
-            token = rounds.join(typed)
+            # The join limit counts per client address (a phone cannot take a round's seats).
+            token = rounds.join(typed, address=client_address.client_address())
         except rounds.GameError as exc:
             st.error(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 (never a traceback on a phone)
+            st.error(f"Joining did not work ({type(exc).__name__}). Tap Join again in a moment.")
             return
         st.query_params.clear()
         st.query_params.update({"code": rounds.normalize_code(typed), "me": token})
@@ -67,7 +71,11 @@ def _draw(view: list, rnd) -> tuple[int, list[int]]:  # noqa: ANN001 (a Round)
     if mech.matrix is None:
         raise rounds.GameError("This round's mechanism has no report for you yet: ask the lecturer to start again.")
     rng = np.random.default_rng(secrets.randbits(128))
-    return class_round.draw_entry(mech.matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
+    # The round's shared place, or one of the student's own, never a secret revealed to them in an earlier round.
+    place = rnd.shared_place
+    if place is None:
+        place = rounds.draw_place(inst.prior, rnd.avoid_places, rng)
+    return class_round.draw_entry(mech.matrix, inst.prior, rnd.n_reports, place, rng=rng)
 
 
 try:

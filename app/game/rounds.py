@@ -11,10 +11,20 @@ Rules:
   codes): one code says nothing about another.
 * The lecturer's token (in the lecturer's link only) opens, reveals, closes and exports; a student's token
   (in the student's link) guesses. Both are stored as SHA-256 hashes.
+* A new round never starts on a secret place the class has seen revealed: in a shared-secret round the place is
+  drawn from the view's prior away from every place revealed in the game (:func:`draw_place`) unless the lecturer
+  picks one (the host view then says in which round the class saw it); a student with a secret of their own gets
+  none revealed to them before (the draw gets them as ``avoid_places``). Only when the prior has no other place
+  left is an older one drawn again, never the last one revealed.
+* Joins are counted per client address and round (:data:`MAX_JOINS_PER_ADDRESS`, ``PANDA_JOINS_PER_ADDRESS``),
+  in the database, so that one phone cannot take a round's seats (nor, in a shared-secret round, pile up reports
+  of the one secret) through any server of the class.
 * A guess can change until the reveal; after it, or in a closed round, it is refused with a message.
   The reveal and a guess never interleave: the reveal first marks the round ``scoring`` under a lock on its row
   (``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` serialises writers), a guess reads it ``FOR SHARE``; the scores
-  are computed with no transaction open and stored in a second one.
+  are computed with no transaction open and stored in a second one. The ``scoring`` mark is the claim: a claim
+  older than any scoring can take (:data:`SCORING_STALE`) was left by a server that stopped, and the host page
+  offers to score the round again (every guess is kept); a late result of the old claim is then refused.
 * Games older than a day are deleted (:func:`cleanup`, run whenever a game opens).
 """
 
@@ -24,19 +34,22 @@ import csv
 import hashlib
 import hmac
 import io
+import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.client_address import address_group
 from app.server.db import store
-from app.server.db.models import SECRET_MODES, Entry, Game, Player, Round
+from app.server.db.models import SECRET_MODES, Entry, Game, JoinSlot, Player, Round
 
 __all__ = [
     "GameError",
@@ -47,7 +60,10 @@ __all__ = [
     "CODE_LENGTH",
     "MAX_AGE",
     "MAX_PLAYERS",
+    "MAX_JOINS_PER_ADDRESS",
+    "SCORING_STALE",
     "new_code",
+    "draw_place",
     "normalize_code",
     "open_game",
     "next_round",
@@ -70,6 +86,21 @@ MAX_AGE = timedelta(days=1)
 MAX_PLAYERS = 500
 #: Rounds per game.
 MAX_ROUNDS = 100
+#: Sets :data:`MAX_JOINS_PER_ADDRESS` (0: no limit, for a class whose phones all reach the server through one
+#: address, e.g. a campus NAT in front of a server on the internet).
+JOINS_PER_ADDRESS_ENV = "PANDA_JOINS_PER_ADDRESS"
+
+
+def _joins_per_address(default: int = 8) -> int:
+    try:
+        return max(0, int(os.environ.get(JOINS_PER_ADDRESS_ENV, "").strip() or default))
+    except ValueError:
+        return default
+
+
+#: Joins per client address (an IPv6 client's /64) and round: a few phones behind one home router or a
+#: reloaded page, not a round's seats.
+MAX_JOINS_PER_ADDRESS = _joins_per_address()
 
 
 class GameError(Exception):
@@ -84,14 +115,16 @@ class RoundSpec:
     epsilon_per_km: float
     n_reports: int = 1
     secret_mode: str = "each"
+    #: The shared secret place the lecturer picked; None in a shared round: a new place is drawn from the prior
+    #: passed to :func:`open_game` or :func:`next_round`.
     shared_place: int | None = None
     options: tuple = ()
 
     def __post_init__(self) -> None:
         if self.secret_mode not in SECRET_MODES:
             raise ValueError(f"secret_mode must be one of {SECRET_MODES}. Got {self.secret_mode!r} instead.")
-        if (self.secret_mode == "shared") != (self.shared_place is not None):
-            raise ValueError("A shared secret needs shared_place; a secret per student takes none.")
+        if self.secret_mode != "shared" and self.shared_place is not None:
+            raise ValueError("A secret per student takes no shared_place.")
         if not (1 <= int(self.n_reports) <= 20):
             raise ValueError(f"n_reports must be 1 to 20. Got {self.n_reports} instead.")
         if not (self.epsilon_per_km > 0):
@@ -198,7 +231,54 @@ def _current(s: Session, game: Game, *, lock: str | None = None) -> Round:
     return s.scalars(q).one()
 
 
-def _add_round(s: Session, game: Game, number: int, spec: RoundSpec, now: datetime) -> Round:
+def draw_place(prior: Sequence[float], avoid: Sequence[int] = (), rng: np.random.Generator | None = None) -> int:
+    """A secret place drawn from ``prior``, never one of ``avoid`` (places the class has seen, the latest first).
+
+    When the prior gives no weight outside ``avoid``, only ``avoid[0]`` (the last place seen) is kept out; with
+    no other place at all, the prior's own. ``rng``: by default seeded from :mod:`secrets` (the place is secret).
+    """
+    w = np.asarray(prior, dtype=float)
+    w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
+    rng = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
+    avoided = [int(a) for a in avoid if 0 <= int(a) < w.size]
+    for kept_out in (avoided, avoided[:1], []):
+        q = w.copy()
+        q[kept_out] = 0.0
+        if q.sum() > 0:
+            return int(rng.choice(q.size, p=q / q.sum()))
+    raise ValueError("The prior gives no place any weight: no secret place can be drawn.")
+
+
+def _unique(places: Iterable[int | None]) -> list[int]:
+    """``places`` without None and repeats, in order."""
+    return list(dict.fromkeys(int(p) for p in places if p is not None))
+
+
+def _revealed_shared_places(s: Session, game: Game) -> list[tuple[int, int]]:
+    """(round number, shared place) of every round of ``game`` whose reveal the class saw, the latest first."""
+    rows = s.execute(
+        select(Round.number, Round.shared_place, Round.summary)
+        .where(Round.game_id == game.id, Round.shared_place.is_not(None))
+        .order_by(Round.number.desc())
+    ).all()
+    return [(number, int(place)) for number, place, summary in rows if summary is not None]
+
+
+def _shared_place(s: Session, game: Game, spec: RoundSpec, prior: Sequence[float] | None) -> int | None:
+    """The new round's shared place: the lecturer's, or drawn away from the places the class has seen."""
+    if spec.secret_mode != "shared":
+        return None
+    if spec.shared_place is not None:
+        return int(spec.shared_place)
+    if prior is None:
+        raise ValueError("A shared round without a place draws one: pass the view's prior.")
+    return draw_place(prior, _unique(place for _, place in _revealed_shared_places(s, game)))
+
+
+def _add_round(
+    s: Session, game: Game, number: int, spec: RoundSpec, now: datetime, prior: Sequence[float] | None = None
+) -> Round:
+    place = _shared_place(s, game, spec, prior)
     rnd = Round(
         game_id=game.id,
         number=number,
@@ -207,7 +287,7 @@ def _add_round(s: Session, game: Game, number: int, spec: RoundSpec, now: dateti
         epsilon_per_km=float(spec.epsilon_per_km),
         n_reports=int(spec.n_reports),
         secret_mode=spec.secret_mode,
-        shared_place=None if spec.shared_place is None else int(spec.shared_place),
+        shared_place=place,
         status="open",
         created_at=now,
     )
@@ -216,8 +296,15 @@ def _add_round(s: Session, game: Game, number: int, spec: RoundSpec, now: dateti
     return rnd
 
 
-def open_game(view: list | tuple, spec: RoundSpec, *, url: str | None = None) -> tuple[str, str]:
-    """Open a game on ``view`` (the instance key) with its first round; returns (join code, lecturer token)."""
+def open_game(
+    view: list | tuple, spec: RoundSpec, *, prior: Sequence[float] | None = None, url: str | None = None
+) -> tuple[str, str]:
+    """Open a game on ``view`` (the instance key) with its first round; returns (join code, lecturer token).
+
+    ``prior``: the view's prior, to draw the shared place from when ``spec`` is shared and names none.
+    """
+    if spec.secret_mode == "shared" and spec.shared_place is None and prior is None:
+        raise ValueError("A shared round without a place draws one: pass the view's prior.")
     cleanup(url=url)
     token = secrets.token_urlsafe(24)
     for _ in range(20):
@@ -227,15 +314,24 @@ def open_game(view: list | tuple, spec: RoundSpec, *, url: str | None = None) ->
                 game = Game(code=new_code(), host_token_sha256=_sha(token), created_at=now, view=list(view))
                 s.add(game)
                 s.flush()
-                _add_round(s, game, 1, spec, now)
+                _add_round(s, game, 1, spec, now, prior)
                 return game.code, token
         except IntegrityError:  # the code is taken (about one chance in 10^7 with 100 live games): draw again
             continue
     raise GameError("Could not find a free join code: try again.")
 
 
-def next_round(code: str, host_token: str, spec: RoundSpec, *, url: str | None = None) -> int:
-    """Start the next round (the current one is closed first if the lecturer had not revealed it)."""
+def next_round(
+    code: str, host_token: str, spec: RoundSpec, *, prior: Sequence[float] | None = None, url: str | None = None
+) -> int:
+    """Start the next round (the current one is closed first if the lecturer had not revealed it).
+
+    A shared round with no place in ``spec`` gets a new one drawn from ``prior`` (the view's), never a place
+    revealed in this game while the prior has another (:func:`draw_place`). A place the lecturer names is taken
+    as it is; :func:`host_view` says in which round the class saw it (``seen_in_round``).
+    """
+    if spec.secret_mode == "shared" and spec.shared_place is None and prior is None:
+        raise ValueError("A shared round without a place draws one: pass the view's prior.")
     with store.session(url) as s:
         game = _host(s, code, host_token)
         rnd = _current(s, game, lock="update")
@@ -243,7 +339,7 @@ def next_round(code: str, host_token: str, spec: RoundSpec, *, url: str | None =
             raise GameError(f"This game has had {MAX_ROUNDS} rounds: open a new one.")
         if rnd.status in ("open", "scoring"):  # a reveal still scoring stores nothing into a round moved on
             rnd.status = "closed"
-        return _add_round(s, game, rnd.number + 1, spec, _now()).number
+        return _add_round(s, game, rnd.number + 1, spec, _now(), prior).number
 
 
 def close_round(code: str, host_token: str, *, url: str | None = None) -> None:
@@ -254,8 +350,14 @@ def close_round(code: str, host_token: str, *, url: str | None = None) -> None:
 
 
 #: A round stays "scoring" while its reveal is scored (outside any transaction). A reveal older than this that
-#: never stored its scores (its server stopped mid-way) may be started again.
+#: never stored its scores (its server stopped mid-way) may be started again. It is well over what a scoring can
+#: take (the worker job's time limit is app.state.JOB_TIMEOUT_S), so the claim of a live server is not taken over.
 SCORING_STALE = timedelta(minutes=5)
+
+
+def _scoring_stuck(rnd: Round, now: datetime) -> bool:
+    """The round is "scoring" under a claim no live server can still hold (its server stopped)."""
+    return rnd.status == "scoring" and (rnd.revealed_at is None or now - rnd.revealed_at > SCORING_STALE)
 
 
 def reveal(
@@ -272,13 +374,13 @@ def reveal(
     scores and the summary (:func:`panda.class_round.score_round`). It may take a while (a worker job), so it
     runs between two short transactions, never inside one: the class's guesses, joins and results are not
     held up. Meanwhile the round is ``scoring`` (a guess is refused); if ``score`` fails the round is open
-    again and the error propagates.
+    again and the error propagates. A round stuck in ``scoring`` (:func:`host_view`'s ``scoring_stuck``: its
+    server stopped mid-way) is scored again by this call, from every entry, under a new claim.
     """
     with store.session(url) as s:  # 1. no more guesses
         game = _host(s, code, host_token)
         rnd = _current(s, game, lock="update")
-        stale = rnd.status == "scoring" and (rnd.revealed_at is None or _now() - rnd.revealed_at > SCORING_STALE)
-        if rnd.status == "scoring" and not stale:
+        if rnd.status == "scoring" and not _scoring_stuck(rnd, _now()):
             raise GameError(f"Round {rnd.number} is being revealed: its scores appear in a moment.")
         if rnd.status not in ("open", "scoring"):
             raise GameError(f"Round {rnd.number} is already {rnd.status}.")
@@ -321,21 +423,48 @@ def reveal(
         return summary
 
 
-def join(code: object, *, url: str | None = None) -> str:
-    """A new player in the game of ``code`` (late joiners welcome); returns the player's token."""
+def join(code: object, *, address: str | None = None, url: str | None = None) -> str:
+    """A new player in the game of ``code`` (late joiners welcome); returns the player's token.
+
+    ``address``: the client's network address (app.client_address); at most :data:`MAX_JOINS_PER_ADDRESS`
+    joins per address and round. None (not known: a phone on the server's own machine, a script) is not counted.
+    """
     token = secrets.token_urlsafe(18)
+    limit = int(MAX_JOINS_PER_ADDRESS)
     for _ in range(20):
         try:
             with store.session(url) as s:
                 game = _game(s, code)
-                if _current(s, game).status == "closed":
+                rnd = _current(s, game)
+                if rnd.status == "closed":
                     raise GameError(f"The lecturer closed round {game.code}: wait for the next round, then join.")
                 n = s.scalar(select(func.max(Player.number)).where(Player.game_id == game.id)) or 0
                 if n >= MAX_PLAYERS:
                     raise GameError(f"This round is full ({MAX_PLAYERS} players).")
-                s.add(Player(game_id=game.id, number=n + 1, token_sha256=_sha(token), joined_at=_now()))
+                now = _now()
+                if address is not None and limit > 0:
+                    # Salted with the game's lecturer hash: the table links no address across games.
+                    who = _sha(f"{game.host_token_sha256}:{address_group(str(address))}")
+                    mine = (
+                        JoinSlot.game_id == game.id,
+                        JoinSlot.round_number == rnd.number,
+                        JoinSlot.address_sha256 == who,
+                    )
+                    used = s.scalar(select(func.count()).select_from(JoinSlot).where(*mine)) or 0
+                    if used >= limit:
+                        raise GameError(
+                            f"Too many joins from this network for this round: at most {limit} phones may join "
+                            "from one address in a round. Join when the next round starts, or ask the lecturer."
+                        )
+                    # Two joins racing for the last slot: the unique key lets one through, the other counts again.
+                    s.add(
+                        JoinSlot(
+                            game_id=game.id, round_number=rnd.number, address_sha256=who, slot=used + 1, joined_at=now
+                        )
+                    )
+                s.add(Player(game_id=game.id, number=n + 1, token_sha256=_sha(token), joined_at=now))
                 return token
-        except IntegrityError:  # two phones took the same number at once: take the next
+        except IntegrityError:  # two phones took the same number (or address slot) at once: take the next
             continue
     raise GameError("Too many phones joined at once: tap Join again.")
 
@@ -350,7 +479,10 @@ def player_view(
     """The student's round: their reports, their guess, and their scores after the reveal.
 
     On the first sight of an open round the reports are drawn with ``draw(view, round)`` (secret place, outputs),
-    outside any transaction (a mechanism may take a while to build the first time), then stored.
+    outside any transaction (a mechanism may take a while to build the first time), then stored. ``round`` has the
+    round's spec (``number``, ``mechanism``, ``epsilon_per_km``, ``options``, ``n_reports``, ``secret_mode``,
+    ``shared_place``) and ``avoid_places``: in a round where each student has their own secret, the student's
+    secrets revealed in earlier rounds, the latest first, for :func:`draw_place` to keep out.
     """
     for _ in range(3):
         with store.session(url, read=True) as s:
@@ -379,8 +511,27 @@ def player_view(
             if rnd.status != "open":
                 out.waiting = True
                 return out
+            avoid: list[int] = []
+            if rnd.secret_mode != "shared":
+                earlier = s.execute(
+                    select(Entry.secret_place, Round.summary)
+                    .join(Round, Round.id == Entry.round_id)
+                    .where(Entry.player_id == player.id, Round.number < rnd.number)
+                    .order_by(Round.number.desc())
+                ).all()
+                avoid = _unique(place for place, summary in earlier if summary is not None)
             round_id, player_id, view = rnd.id, player.id, list(game.view)
-        secret, reports = draw(view, rnd)
+            spec = SimpleNamespace(
+                number=rnd.number,
+                mechanism=rnd.mechanism,
+                epsilon_per_km=rnd.epsilon_per_km,
+                options=rnd.options,
+                n_reports=rnd.n_reports,
+                secret_mode=rnd.secret_mode,
+                shared_place=rnd.shared_place,
+                avoid_places=tuple(avoid),
+            )
+        secret, reports = draw(view, spec)
         try:
             with store.session(url) as s:
                 if s.get(Round, round_id) is not None and s.get(Round, round_id).status == "open":
@@ -458,6 +609,11 @@ def host_view(code: object, host_token: object, *, url: str | None = None) -> Ho
             select(Entry, Player.number).join(Player, Player.id == Entry.player_id).where(Entry.round_id == cur.id)
         ).all()
         shown = cur.status != "open"
+        seen_in = [
+            r.number
+            for r in reversed(rounds[:-1])
+            if r.summary is not None and r.shared_place is not None and r.shared_place == cur.shared_place
+        ]
         entries = [
             {
                 "player": number,
@@ -474,7 +630,14 @@ def host_view(code: object, host_token: object, *, url: str | None = None) -> Ho
             code=game.code,
             view=list(game.view),
             rounds=[_round_row(r) for r in rounds],
-            current=_round_row(cur) | {"n_entries": len(rows)},
+            current=_round_row(cur)
+            | {
+                "n_entries": len(rows),
+                # Scoring under a claim no live server holds: the host page offers to score the round again.
+                "scoring_stuck": _scoring_stuck(cur, _now()),
+                # The shared place was revealed in this earlier round: the class has seen it.
+                "seen_in_round": seen_in[0] if seen_in else None,
+            },
             n_players=int(n_players),
             guesses=[e["guess"] for e in entries if e["guess"] is not None],
             entries=entries,

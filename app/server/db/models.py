@@ -11,11 +11,23 @@ from datetime import datetime
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-__all__ = ["Base", "Game", "Round", "Player", "Entry", "StoredResult", "ROUND_STATUSES", "SECRET_MODES"]
+__all__ = [
+    "Base",
+    "Game",
+    "Round",
+    "Player",
+    "Entry",
+    "JoinSlot",
+    "StoredResult",
+    "ROUND_STATUSES",
+    "SECRET_MODES",
+]
 
-#: open: students join and guess; revealed: scores are shown, guesses refused; closed: ended by the lecturer.
-ROUND_STATUSES = ("open", "revealed", "closed")
-#: shared: every student's report comes from the lecturer's place; each: every student gets their own place.
+#: open: students join and guess; scoring: revealed, the scores are being computed (guesses refused); revealed:
+#: scores are shown, guesses refused; closed: ended by the lecturer.
+ROUND_STATUSES = ("open", "scoring", "revealed", "closed")
+#: shared: every student's report comes from one place (the lecturer's, or drawn when the round starts);
+#: each: every student gets their own place.
 SECRET_MODES = ("shared", "each")
 
 
@@ -57,7 +69,7 @@ class Round(Base):
     epsilon_per_km: Mapped[float] = mapped_column(Float)
     n_reports: Mapped[int] = mapped_column(Integer)
     secret_mode: Mapped[str] = mapped_column(String(8))
-    #: The lecturer's place (secret_mode "shared"); None when every student gets their own.
+    #: The one secret place (secret_mode "shared"); None when every student gets their own.
     shared_place: Mapped[int | None] = mapped_column(Integer, nullable=True)
     status: Mapped[str] = mapped_column(String(10), default="open")
     created_at: Mapped[datetime] = mapped_column(DateTime())
@@ -104,6 +116,23 @@ class Entry(Base):
     bayes_error_m: Mapped[float | None] = mapped_column(Float, nullable=True)
     rank: Mapped[int | None] = mapped_column(Integer, nullable=True)
     round: Mapped[Round] = relationship(back_populates="entries")
+
+
+class JoinSlot(Base):
+    """One join from one client address in one round: the joins an address may make per round are numbered
+    slots, so two servers sharing the database cannot both hand out the last one (the unique key refuses)."""
+
+    __tablename__ = "join_slots"
+    __table_args__ = (UniqueConstraint("game_id", "round_number", "address_sha256", "slot"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    game_id: Mapped[int] = mapped_column(ForeignKey("games.id", ondelete="CASCADE"))
+    #: The round that was current when the phone joined.
+    round_number: Mapped[int] = mapped_column(Integer)
+    #: SHA-256 of the game's salt and the client's address (or IPv6 network): never the address itself.
+    address_sha256: Mapped[str] = mapped_column(String(64))
+    slot: Mapped[int] = mapped_column(Integer)
+    joined_at: Mapped[datetime] = mapped_column(DateTime())
 
 
 class StoredResult(Base):
