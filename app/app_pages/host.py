@@ -7,6 +7,7 @@ Opened from the Lesson's presenter view (*Class round*), with the lecturer's key
 from __future__ import annotations
 
 import html
+import logging
 import os
 import secrets
 import statistics
@@ -26,6 +27,7 @@ from app.model.panda_numbers import fmt_m
 from app.widgets.current_view import job_failure
 from panda.execution import JobError
 
+log = logging.getLogger(__name__)
 #: How often the lecturer's screen picks up new guesses, seconds.
 POLL_S = 2.0
 MAP_HEIGHT = 500
@@ -43,8 +45,9 @@ def _host_view() -> rounds.HostView | None:
         return rounds.host_view(code, key)
     except rounds.GameError as exc:
         st.error(str(exc))
-    except Exception as exc:  # noqa: BLE001 (never a traceback in the page)
-        st.error(f"The class database could not be read ({type(exc).__name__}: {exc}).")
+    except Exception:  # noqa: BLE001 (never a traceback, nor the database's own words, in a page anyone can open)
+        log.exception("the class database could not be read for the host page")
+        st.error("The class database could not be read. Reload the page in a moment; the server's log says why.")
     return None
 
 
@@ -58,7 +61,8 @@ try:
     inst = state.instance(*view)
     net = state.network(view[0])
 except Exception as exc:  # noqa: BLE001
-    st.error(f"The round's places could not be prepared: {exc}")
+    log.exception("the round's places could not be prepared")
+    st.error(f"The round's places could not be prepared: {plain_error(exc)[0]}")
     st.stop()
 cur = hv.current
 label = lesson_numbers.MECHANISMS.get(cur["mechanism"], (cur["mechanism"],))[0]

@@ -123,3 +123,18 @@ def test_the_reveal_from_the_lecturers_page(db):
     phone = make_app("app_pages/play.py", code=code, me=tokens[0])
     run_ok(phone)
     assert "Revealed" in _page_text(phone)
+
+
+def test_the_lecturers_page_keeps_the_databases_own_words_to_the_log(db, monkeypatch, caplog):
+    """Anyone can open /host: a database failure is a sentence there, its text (tables, paths, SQL) only in the log."""
+    secret_words = "no such table: games [SQL: SELECT games.secret_key FROM games WHERE /srv/class.db]"
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError(secret_words)
+
+    monkeypatch.setattr(rounds, "host_view", broken)
+    at = make_app("app_pages/host.py", code="K7M2QX", key="anything")
+    run_ok(at)
+    shown = _page_text(at)
+    assert "could not be read" in shown and "secret_key" not in shown and "RuntimeError" not in shown
+    assert secret_words in caplog.text
