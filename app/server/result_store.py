@@ -20,11 +20,18 @@ optimum serves every page that asks for it, whatever time limit that page has; t
 only when solved). A curve is kept when every point solved.
 
 Bounded: at most ``PANDA_RESULTS_MAX_MB`` (default 2048) MB of payloads; past it the least recently used go
-first. A read refreshes an entry's use time at most every :data:`TOUCH_EVERY` (a write per read would make
-every page view a database write).
+first, the prepared ones (``panda prepare``, a lecture's preparation) only when nothing else is left: students'
+views never push out the lecturer's. A read refreshes an entry's use time at most every :data:`TOUCH_EVERY` (a
+write per read would make every page view a database write).
 
 A store that cannot be reached never breaks a page: :func:`get` then finds nothing and :func:`put` keeps
 nothing (and say so in the server's log).
+
+Read as hostile: whoever can write to the database can put any bytes in a payload. Before a payload is unpacked,
+the sizes its members declare are read (:func:`panda.network.cache.load_npz_checked`) and a payload over
+:data:`MAX_PAYLOAD_BYTES` is refused; then its layout is checked (a mechanism's matrix is K x M float64 with the
+view's K and M, its status one the library writes, its details plain JSON). A refused payload is a miss (one line
+in the log): the page computes the value again and keeps it in its place.
 """
 
 from __future__ import annotations
@@ -42,8 +49,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import case, delete, func, select, update
 
+from app.model.params import RANGES
 from app.server.db import store
 from app.server.db.models import StoredResult
+from panda.network.cache import RefusedFile, load_npz_checked
 
 __all__ = [
     "CODE_VERSION",
@@ -73,6 +82,20 @@ ENV_MAX_MB = "PANDA_RESULTS_MAX_MB"
 ENV_SWITCH = "PANDA_RESULT_STORE"
 #: Mechanisms whose result depends on a time limit (kept only when solved).
 TIME_LIMITED = frozenset({"lp", "lp-ca", "lp-em", "lp-bd"})
+
+#: The largest view's matrix: K x M float64 for the largest K (records) and M (outputs) a view may have.
+MAX_MATRIX_BYTES = int(RANGES["n_records"][1]) * int(RANGES["n_outputs"][1]) * 8
+#: Most bytes of a value's JSON document. A mechanism's details, a curve's rows and a mechanism's numbers are a
+#: few kB (an LP's row-generation log, the cells of LP+CA's K records): 8 MiB is room for any K.
+MAX_JSON_BYTES = 8 * 2**20
+#: Most bytes a payload may unpack to (and be stored as): the largest matrix, its document, and room for the
+#: archive's headers. A payload over it is refused unread.
+MAX_PAYLOAD_BYTES = MAX_MATRIX_BYTES + MAX_JSON_BYTES + 2**20
+#: The words a kept mechanism's status starts with (panda.mechanisms: "solved", "unsolved: ...", "failed: ...").
+STATUS_WORDS = ("solved", "unsolved", "failed")
+#: Most characters of a kept status or mechanism name, and nesting of a JSON document.
+_MAX_STATUS_CHARS = 1000
+_MAX_JSON_DEPTH = 64
 
 
 def _code_version(root: Path = PANDA_DIR) -> str:
@@ -137,10 +160,83 @@ def _pack(doc: Any, arrays: dict[str, np.ndarray] | None = None) -> bytes:
     return buf.getvalue()
 
 
-def _unpack(blob: bytes) -> tuple[Any, dict[str, np.ndarray]]:
-    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
-    doc = json.loads(arrays.pop("__json__").tobytes().decode())
+def _view_shape(inputs: list) -> tuple[int | None, int | None]:
+    """(K, M) of the view a mechanism's inputs name (its instance key's records and outputs), else (None, None)."""
+    try:
+        key = inputs[0]
+        k, m = key[1], key[3]
+    except (IndexError, KeyError, TypeError):
+        return None, None
+    if all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in (k, m)):
+        return int(k), int(m)
+    return None, None
+
+
+def _spec(kind: str, inputs: list) -> tuple[dict, str]:
+    """The members a payload of ``kind`` must have, and the dtype kinds of others it may have."""
+    spec: dict[str, tuple] = {"__json__": (np.dtype(np.uint8), (None,))}
+    if kind == "mechanism":  # exactly its document and its K x M matrix
+        spec["matrix"] = (np.dtype(np.float64), _view_shape(inputs))
+        return spec, ""
+    return spec, "biuf"  # other values may carry plain numeric arrays of their own
+
+
+def _check_json(value: Any, depth: int = 0) -> None:
+    """Refuse a document that is not plain JSON (dicts with string keys, lists, strings, numbers, booleans, null)."""
+    if depth > _MAX_JSON_DEPTH:
+        raise RefusedFile("a document nested too deep")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise RefusedFile("a document with a key that is not a string")
+            _check_json(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_json(v, depth + 1)
+    elif value is not None and not isinstance(value, (str, bool, int, float)):
+        raise RefusedFile(f"a document holding a {type(value).__name__}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_doc(kind: str, doc: Any) -> None:
+    """Refuse a document not of the layout its kind's readers expect (app/state.py, get_mechanism)."""
+    _check_json(doc)
+    if kind == "mechanism":
+        if not isinstance(doc, dict):
+            raise RefusedFile("a mechanism whose document is not an object")
+        status, name = doc.get("status"), doc.get("name")
+        if not isinstance(name, str) or len(name) > _MAX_STATUS_CHARS:
+            raise RefusedFile("a mechanism without a name")
+        if not isinstance(status, str) or len(status) > _MAX_STATUS_CHARS or not status.startswith(STATUS_WORDS):
+            raise RefusedFile("a mechanism whose status is none the library writes")
+        if not all(_number(doc.get(k)) for k in ("epsilon_per_km", "build_time_s", "loss_m")):
+            raise RefusedFile("a mechanism whose epsilon, time or loss is not a number")
+        if not isinstance(doc.get("details"), dict):
+            raise RefusedFile("a mechanism whose details are not an object")
+    elif kind == "numbers" and not isinstance(doc, dict):
+        raise RefusedFile("numbers whose document is not an object")
+    elif kind == "curve" and not (isinstance(doc, list) and all(isinstance(r, dict) for r in doc)):
+        raise RefusedFile("a curve whose document is not a list of rows")
+
+
+def _unpack(blob: bytes, kind: str, inputs: list) -> tuple[Any, dict[str, np.ndarray]]:
+    """A payload's document and arrays, checked (:class:`RefusedFile` when refused: see the module's text)."""
+    # Deflate adds a few bytes per 16 kB block to what does not compress: within the cap's room of 1 MiB.
+    if len(blob) > MAX_PAYLOAD_BYTES:
+        raise RefusedFile(f"{len(blob):,} bytes stored, more than the {MAX_PAYLOAD_BYTES:,} a payload may hold")
+    spec, other_kinds = _spec(kind, inputs)
+    arrays = load_npz_checked(blob, max_bytes=MAX_PAYLOAD_BYTES, spec=spec, other_kinds=other_kinds)
+    raw = arrays.pop("__json__")
+    if raw.size > MAX_JSON_BYTES:
+        raise RefusedFile(f"a document of {raw.size:,} bytes, more than the {MAX_JSON_BYTES:,} allowed")
+    try:
+        doc = json.loads(raw.tobytes().decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise RefusedFile("a document that is not JSON") from None
+    _check_doc(kind, doc)
     return doc, arrays
 
 
@@ -158,11 +254,14 @@ def get_value(kind: str, inputs: list, *, url: str | None = None) -> tuple[Any, 
             if row is None:
                 return None
             blob, used, prepared = row.payload, row.used_at, bool(row.prepared)
+        doc, arrays = _unpack(blob, kind, inputs)
         if _now() - used > TOUCH_EVERY:
             with store.session(url) as s:
                 s.execute(update(StoredResult).where(StoredResult.key == key).values(used_at=_now()))
-        doc, arrays = _unpack(blob)
         return doc, arrays, prepared
+    except RefusedFile as exc:  # a damaged or hostile payload: computed again, and kept in its place
+        log.warning("result store: refused a stored %s (%s): computing it again", kind, exc)
+        return None
     except Exception as exc:  # noqa: BLE001 (the store is an optimisation: a page computes instead)
         log.warning("result store: could not read a %s: %s", kind, exc)
         return None
@@ -191,12 +290,16 @@ def put_value(
     prepared: bool = False,
     url: str | None = None,
 ) -> bool:
-    """Keep a value (replacing one with the same key), then evict the least recently used past the limit."""
+    """Keep a value (replacing one with the same key), then evict past the limit (:func:`evict`).
+
+    A value that :func:`get_value` would refuse (over the caps, or not of its kind's layout) is not kept.
+    """
     if not enabled():
         return False
     key = _key(kind, inputs)
     try:
         blob = _pack(doc, arrays)
+        _unpack(blob, kind, inputs)  # what could not be read back is not worth its room
         now = _now()
         with store.session(url) as s:
             s.execute(delete(StoredResult).where(StoredResult.key == key))
@@ -215,19 +318,27 @@ def put_value(
             )
         evict(max_bytes(), url=url)
         return True
+    except RefusedFile as exc:
+        log.warning("result store: not keeping a %s (%s)", kind, exc)
+        return False
     except Exception as exc:  # noqa: BLE001
         log.warning("result store: could not keep a %s: %s", kind, exc)
         return False
 
 
 def evict(limit_bytes: int, *, url: str | None = None) -> int:
-    """Delete the least recently used entries until the payloads fit ``limit_bytes``; returns how many went."""
+    """Delete entries until the payloads fit ``limit_bytes``; returns how many went.
+
+    The least recently used unprepared entries go first; prepared ones (``panda prepare``, a lecture's
+    preparation) only when no unprepared entry is left, least recently used first among them.
+    """
     with store.session(url) as s:
         total = int(s.scalar(select(func.coalesce(func.sum(StoredResult.size_bytes), 0))) or 0)
         if total <= limit_bytes:
             return 0
         gone: list[str] = []
-        for key, size in s.execute(select(StoredResult.key, StoredResult.size_bytes).order_by(StoredResult.used_at)):
+        order = (StoredResult.prepared.asc(), StoredResult.used_at.asc(), StoredResult.key.asc())
+        for key, size in s.execute(select(StoredResult.key, StoredResult.size_bytes).order_by(*order)):
             if total <= limit_bytes:
                 break
             gone.append(key)

@@ -8,7 +8,9 @@
   source string is ``file:<first 16 hex digits of the file's sha256>``, which app.state.network loads
   again from the upload cache (so the view's link keeps it while the server keeps the file).
 
-A failure is a sentence in the sidebar (``net_error``); the network shown before stays active.
+A failure is a sentence in the sidebar (``net_error``); the network shown before stays active. Names that come
+from outside (an uploaded file's name, the geocoder's name of a place, the exception texts that quote them) are
+shown as plain text (:func:`app.model.messages.plain`): a file named ``[click](http://...)`` is no link.
 :func:`preview_deck` is pure (no ``st.*``): the place's box as a pydeck map without a basemap.
 
 **Downloads** (:func:`download`, every *Download* button's path) run as jobs on the executor's worker
@@ -31,7 +33,7 @@ import streamlit as st
 
 import panda
 from app import state
-from app.model.messages import looks_technical, plain_error
+from app.model.messages import looks_technical, plain, plain_error
 from app.model.params import bbox_source, parse_source
 from panda import download_jobs
 from panda.network import MAX_BBOX_AREA_KM2, MAX_QUERY_CHARS, MAX_UPLOAD_BYTES, UPLOAD_SUFFIXES
@@ -77,10 +79,11 @@ def place_failure(exc: BaseException) -> tuple[str, str]:
             f"an embedded city, which needs no connection: {_embedded()}. The map keeps the network it shows.",
             str(exc),
         )
-    plain, details = plain_error(exc)
+    # The library's sentences quote the place's name as the geocoder gave it: text, never markup.
+    said, details = plain_error(exc)
     if isinstance(exc, ValueError):
-        return f"**This place cannot be used.** {plain}", details
-    return f"**The place-name search failed.** {plain} The map keeps the network it shows.", details
+        return f"**This place cannot be used.** {plain(said)}", details
+    return f"**The place-name search failed.** {plain(said)} The map keeps the network it shows.", details
 
 
 def _drop_technical_parens(text: str) -> str:
@@ -105,14 +108,14 @@ def _drop_technical_parens(text: str) -> str:
 
 def upload_failure(exc: BaseException) -> tuple[str, str]:
     """``(message, details)`` for an uploaded file that gave no road network."""
-    plain, details = plain_error(exc)
+    said, details = plain_error(exc)
     if isinstance(exc, ValueError):
         # The library's upload sentences are written for people (they name the file); a parser's own
-        # words in parentheses go to the details line.
+        # words in parentheses go to the details line. The file's name is the uploader's: text, never markup.
         text = _drop_technical_parens(str(exc))
         details = "" if text == str(exc) else str(exc)
-        return f"**This file gives no road network.** {text} The map keeps the network it shows.", details
-    return f"**The file could not be read.** {plain} The map keeps the network it shows.", details
+        return f"**This file gives no road network.** {plain(text)} The map keeps the network it shows.", details
+    return f"**The file could not be read.** {plain(said)} The map keeps the network it shows.", details
 
 
 def _box_size_km(bbox: panda.BoundingBox) -> tuple[float, float]:
@@ -212,7 +215,10 @@ def _place_controls(download: Callable[[tuple[float, float, float, float]], None
         return False
     bbox = panda.BoundingBox(*found["bbox"])
     width_km, height_km = _box_size_km(bbox)
-    st.markdown(f"**{found['name']}**: about {bbox.area_km2:,.1f} km² ({width_km:,.1f} km × {height_km:,.1f} km).")
+    # The geocoder's name (anyone can edit OpenStreetMap's names): shown as text, never markup.
+    st.markdown(
+        f"**{plain(found['name'])}**: about {bbox.area_km2:,.1f} km² ({width_km:,.1f} km × {height_km:,.1f} km)."
+    )
     st.pydeck_chart(preview_deck(bbox, found["name"]), height=220, key="place_preview")
     if bbox.area_km2 > MAX_BBOX_AREA_KM2:  # geocode_bbox refuses these; kept for a stale session value
         return False
@@ -246,14 +252,14 @@ def _file_controls() -> bool:
     ss.upload_done = upload.file_id
     ss.net_error, ss.net_error_details = None, ""
     try:
-        with st.spinner(f"Reading {upload.name} ..."):
+        with st.spinner(f"Reading {plain(upload.name)} ..."):  # the uploader's file name: text, never markup
             net = panda.network.network_from_upload(upload.getvalue(), upload.name)
     except Exception as exc:  # never a traceback; the previous network stays
         ss.net_error, ss.net_error_details = upload_failure(exc)
         return False
     ss.active_source = net.source
     ss.pop("link_notice", None)
-    st.success(f"**{net.name}**: {net.n_nodes:,} nodes, {net.n_edges:,} road segments.")
+    st.success(f"**{plain(net.name)}**: {net.n_nodes:,} nodes, {net.n_edges:,} road segments.")
     return True
 
 
@@ -289,17 +295,18 @@ def _embedded_hint() -> str:
 
 def download_failure(exc: BaseException) -> tuple[str, str]:
     """``(message, details)`` for a road network that could not be downloaded."""
-    plain, details = plain_error(exc)
+    said, details = plain_error(exc)
+    said = plain(said)  # may quote the OpenStreetMap server's answer: text, never markup
     if isinstance(exc, download_jobs.DownloadBusy):
         return f"**Not now: {exc}**", ""
     if isinstance(exc, panda.OfflineError):
         head = "**No connection to the OpenStreetMap server:** live downloads do not work from here."
     elif isinstance(exc, panda.DownloadError):
-        head = f"**The download failed.** {plain}"
+        head = f"**The download failed.** {said}"
     elif isinstance(exc, ValueError):
-        head = f"**No usable road network in this box.** {plain}"
+        head = f"**No usable road network in this box.** {said}"
     else:
-        head = f"**The download failed.** {plain}"
+        head = f"**The download failed.** {said}"
     return f"{head}\n\nThe embedded cities work offline: {_embedded_hint()}.", details
 
 
@@ -449,5 +456,5 @@ def show_pending_box() -> bool:
         if pending["error"]:
             st.error(pending["error"])
             if pending["details"]:
-                st.caption(f"Details: {pending['details']}")
+                st.caption(f"Details: {plain(pending['details'])}")  # an exception's own words: text
     return False

@@ -1,7 +1,8 @@
 """The sidebar's road network: an embedded city, a bounding box, a place name or an uploaded OSM file.
 
 A link's network that cannot be loaded here is replaced by the default embedded city, and the page says so
-(:func:`show_link_notice`).
+(:func:`show_link_notice`). Exception texts (they quote uploaded files' and places' names) are shown as plain text
+(:func:`app.model.messages.plain`), never as markup.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import streamlit as st
 
 import panda
 from app import state
-from app.model.messages import plain_error
+from app.model.messages import plain, plain_error
 from app.model.params import BBOX_PRESETS
 from app.widgets import area_picker
 
@@ -109,7 +110,7 @@ def _active_network() -> panda.RoadNetwork:
         else:
             what, retry = "The road network of this link", ""
         ss.link_notice = {
-            "text": f"**{what} could not be loaded.** {reason} **The map shows the embedded city "
+            "text": f"**{what} could not be loaded.** {plain(reason)} **The map shows the embedded city "
             f"{_city_label(panda.DEFAULT_CITY)} instead.**{retry}",
             "details": details,
             "source": fallback,
@@ -129,7 +130,7 @@ def show_link_notice() -> None:
         return
     st.warning(notice["text"], icon=":material/link_off:")
     if notice["details"]:
-        st.caption(f"Details: {notice['details']}")
+        st.caption(f"Details: {plain(notice['details'])}")
 
 
 def render() -> panda.RoadNetwork:
@@ -192,5 +193,5 @@ def render() -> panda.RoadNetwork:
     if ss.net_error:
         st.error(ss.net_error)
         if ss.get("net_error_details"):
-            st.caption(f"Details: {ss.net_error_details}")
+            st.caption(f"Details: {plain(ss.net_error_details)}")  # an exception's own words: text, never markup
     return net

@@ -2,12 +2,15 @@
 
 Every function that needs the cache folder reads it here (:func:`_cache_root`), so that setting
 :data:`CACHE_DIR` (``PANDA_CACHE_DIR``, or a test's temporary folder) moves every cache at once.
+The folders and files the caches write are created private (:func:`make_private_dir`: 0700, :func:`open_private`:
+0600): what people looked at and uploaded is readable by the server's user only.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 #: The panda/ folder (this file is panda/network/folders.py).
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -38,3 +41,110 @@ CITIES_CACHE_DIR = DATA_DIR / "cache" / "cities" if IN_CHECKOUT else _USER_CACHE
 def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
     """Return the cache folder, absolute: ``cache_dir``, or :data:`CACHE_DIR` when it is None."""
     return (CACHE_DIR if cache_dir is None else Path(cache_dir)).expanduser().resolve()
+
+
+#: Mode of the folders the project creates for its caches and data: only their owner may list or enter them
+#: (a cache holds the areas people looked at and the files they uploaded).
+PRIVATE_DIR_MODE = 0o700
+#: Mode of the files the project writes there: only their owner may read them.
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(path: str | os.PathLike) -> Path:
+    """Create the folder ``path`` and its missing parents, each with mode 0700; return it, absolute.
+
+    Only the folders created here get that mode: one that exists already keeps its own (a user's ``~/.cache``,
+    a folder named by ``PANDA_CACHE_DIR``, one another process has just made).
+
+    Parameters
+    ----------
+    path
+        The folder.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``, absolute (``~`` expanded).
+
+    Raises
+    ------
+    OSError
+        When a folder cannot be created (no permission, a file in the way).
+    """
+    folder = Path(path).expanduser().absolute()
+    missing: list[Path] = []
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        missing.append(probe)
+        probe = probe.parent
+    for step in reversed(missing):
+        try:
+            os.mkdir(step, PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by another process or thread: its mode is its creator's
+        # The umask can only take bits away from os.mkdir's mode; this makes it exactly 0700.
+        os.chmod(step, PRIVATE_DIR_MODE)
+    if not folder.is_dir():
+        msg = f"{folder} is not a folder"
+        raise NotADirectoryError(msg)
+    return folder
+
+
+def open_private(path: str | os.PathLike) -> BinaryIO:
+    """Create the file ``path`` with mode 0600 and open it for writing (binary).
+
+    The file must not exist yet (callers write a temporary file of a unique name, then rename it): an existing
+    file or a link in its place is never written through.
+
+    Parameters
+    ----------
+    path
+        The new file.
+
+    Returns
+    -------
+    typing.BinaryIO
+        The open file; close it (a ``with`` block).
+
+    Raises
+    ------
+    FileExistsError
+        When something is already at ``path``.
+    OSError
+        When the file cannot be created.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), PRIVATE_FILE_MODE)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # exactly 0600 whatever the umask
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def create_private_file(path: str | os.PathLike) -> bool:
+    """Create ``path`` empty with mode 0600 unless something is there already; True when it was created.
+
+    An existing file keeps its content and its mode (it is the user's, or an earlier run's).
+
+    Parameters
+    ----------
+    path
+        The file.
+
+    Returns
+    -------
+    bool
+        Whether the file was created here.
+
+    Raises
+    ------
+    OSError
+        When the file cannot be created (other than because it exists).
+    """
+    try:
+        open_private(path).close()
+    except FileExistsError:
+        return False
+    return True

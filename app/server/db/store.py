@@ -49,7 +49,14 @@ def describe_url(url: str) -> str:
 def _sqlite_engine(url: str) -> Engine:
     path = url.split(":///", 1)[1] if ":///" in url else ""
     if path and path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        from panda.network.folders import create_private_file, make_private_dir  # the library only for SQLite
+
+        # Private: the class's names, guesses and kept results. SQLite gives its -wal and -shm files the mode of
+        # the database file, so creating that one 0600 (in folders created 0700) covers them; an existing file
+        # keeps its mode.
+        make_private_dir(Path(path).parent)
+        if "?" not in path:  # a plain file name (a URI's query would be part of it)
+            create_private_file(path)
     eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
     @event.listens_for(eng, "connect")
