@@ -6,6 +6,7 @@ import streamlit as st
 from app import state
 from app.figures import charts, maps
 from app.model import export_files, panda_numbers
+from app.model.messages import plain
 from app.model.page_links import CHART_TABS as CHART_TAB_IDS
 from app.model.page_links import DEFAULT_LAYER_IDS, LAYER_IDS
 from app.model.params import DECAY_LABELS
@@ -33,7 +34,8 @@ if view is None:
     st.stop()
 r, inst, net = view.result, view.instance, view.net
 st.caption(
-    f"**{net.name}** · K = {inst.n_records:,} secret records · N = {inst.n_users} users · {inst.n_outputs} outputs · "
+    f"**{plain(net.name)}** · K = {inst.n_records:,} secret records · N = {inst.n_users} users · "
+    f"{inst.n_outputs} outputs · "
     f"{DECAY_LABELS[params.decay]} · {params.preset} preset · ε = {r.config.epsilon_per_km:g}/km · "
     f"δ = {r.config.delta:g} · α = {r.config.alpha:g} · λ = {r.config.lambda_per_km:g}/km · "
     f"γ = {r.gamma_km * 1000:,.0f} m · loss: {params.loss_label}"

@@ -16,6 +16,7 @@ import panda
 from app import state
 from app.figures import lesson_charts, lesson_maps, maps
 from app.model import export_files, lesson_numbers
+from app.model.messages import plain
 from app.model.page_links import LESSON_TABS
 from app.model.panda_numbers import fmt_m, fmt_pct
 from app.model.params import RANGES, to_config
@@ -101,7 +102,7 @@ def _map_clicked() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Header and controls (right column); the map fills the left column, above the fold at 1280x720.
-place_name = panda.CITIES[net.name][1].split(":")[0] if net.name in panda.CITIES else net.name
+place_name = panda.CITIES[net.name][1].split(":")[0] if net.name in panda.CITIES else plain(net.name)
 # The page's h1, at an h4's size (app/figures/style.py): headings then go in order.
 with st.container(key="lesson_title"):
     st.markdown(f"# Geo-indistinguishability on the roads of {place_name}")

@@ -12,6 +12,7 @@ import streamlit as st
 
 import panda
 from app import state
+from app.model.messages import plain
 from app.model.page_links import page_query, read_page_query
 from app.model.params import (
     BBOX_PRESETS,
@@ -170,7 +171,7 @@ def _places_uploaded() -> None:
         file_id, places = panda.priors.save_places_upload(upload.getvalue())
         snap = panda.snap_places(state.network(ss.active_source), places.lon, places.lat, weights=places.weight)
     except ValueError as exc:
-        ss.places_error = f"**These places cannot be used.** {exc} The prior stays as it was."
+        ss.places_error = f"**These places cannot be used.** {plain(str(exc))} The prior stays as it was."
         return
     if snap.n_snapped == 0:
         ss.places_error = (

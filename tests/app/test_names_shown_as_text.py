@@ -85,6 +85,8 @@ def test_an_uploaded_file_s_name_is_shown_as_text(app_env):
     side = at.sidebar
     everything = [m.value for m in (*side.markdown, *side.caption, *side.success, *side.warning, *side.info)]
     assert not [v for v in everything if "evil" in v and "<a " in _rendered(v)]
+    page = [m.value for m in (*at.main.markdown, *at.main.caption)]  # the page's header names the network too
+    assert [v for v in page if "evil" in v] and not [v for v in page if "evil" in v and "<a " in _rendered(v)]
 
 
 def test_a_place_s_name_from_the_geocoder_is_shown_as_text(app_env, osmnx_settings):
