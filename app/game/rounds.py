@@ -34,22 +34,21 @@ import csv
 import hashlib
 import hmac
 import io
-import os
 import secrets
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.client_address import address_group
+from app.game import join_limits, secret_places
+from app.game.secret_places import draw_place, unique_places
+from app.game.types import GameError, HostView, PlayerView, RoundSpec
 from app.server.db import store
-from app.server.db.models import SECRET_MODES, Entry, Game, JoinSlot, Player, Round
+from app.server.db.models import Entry, Game, Player, Round
 
 __all__ = [
     "GameError",
@@ -86,90 +85,8 @@ MAX_AGE = timedelta(days=1)
 MAX_PLAYERS = 500
 #: Rounds per game.
 MAX_ROUNDS = 100
-#: Sets :data:`MAX_JOINS_PER_ADDRESS` (0: no limit, for a class whose phones all reach the server through one
-#: address, e.g. a campus NAT in front of a server on the internet).
-JOINS_PER_ADDRESS_ENV = "PANDA_JOINS_PER_ADDRESS"
-
-
-def _joins_per_address(default: int = 8) -> int:
-    try:
-        return max(0, int(os.environ.get(JOINS_PER_ADDRESS_ENV, "").strip() or default))
-    except ValueError:
-        return default
-
-
-#: Joins per client address (an IPv6 client's /64) and round: a few phones behind one home router or a
-#: reloaded page, not a round's seats.
-MAX_JOINS_PER_ADDRESS = _joins_per_address()
-
-
-class GameError(Exception):
-    """A request the rules refuse; ``str(error)`` is the plain sentence to show."""
-
-
-@dataclass(frozen=True)
-class RoundSpec:
-    """What the lecturer starts a round on (the view itself is the game's)."""
-
-    mechanism: str
-    epsilon_per_km: float
-    n_reports: int = 1
-    secret_mode: str = "each"
-    #: The shared secret place the lecturer picked; None in a shared round: a new place is drawn from the prior
-    #: passed to :func:`open_game` or :func:`next_round`.
-    shared_place: int | None = None
-    options: tuple = ()
-
-    def __post_init__(self) -> None:
-        if self.secret_mode not in SECRET_MODES:
-            raise ValueError(f"secret_mode must be one of {SECRET_MODES}. Got {self.secret_mode!r} instead.")
-        if self.secret_mode != "shared" and self.shared_place is not None:
-            raise ValueError("A secret per student takes no shared_place.")
-        if not (1 <= int(self.n_reports) <= 20):
-            raise ValueError(f"n_reports must be 1 to 20. Got {self.n_reports} instead.")
-        if not (self.epsilon_per_km > 0):
-            raise ValueError(f"epsilon_per_km must be > 0. Got {self.epsilon_per_km} instead.")
-
-
-@dataclass
-class PlayerView:
-    """What a student's page shows (no secret before the reveal)."""
-
-    code: str
-    view: list
-    player_number: int
-    round_number: int
-    status: str
-    epsilon_per_km: float
-    mechanism: str
-    n_reports: int
-    reports: list[int] = field(default_factory=list)
-    guess: int | None = None
-    #: After the reveal only:
-    secret: int | None = None
-    error_m: float | None = None
-    bayes_place: int | None = None
-    bayes_error_m: float | None = None
-    rank: int | None = None
-    n_ranked: int = 0
-    #: None while the round is open; after the reveal, the round's summary.
-    summary: dict | None = None
-    #: The student joined after this round ended: they wait for the next one.
-    waiting: bool = False
-
-
-@dataclass
-class HostView:
-    """What the lecturer's screen shows."""
-
-    code: str
-    view: list
-    rounds: list[dict]
-    current: dict
-    n_players: int
-    #: The current round's guesses (place per guessing student) and, after the reveal, secrets and scores.
-    guesses: list[int]
-    entries: list[dict]
+#: Joins per client address (an IPv6 client's /64) and round (``PANDA_JOINS_PER_ADDRESS``; 0: no limit).
+MAX_JOINS_PER_ADDRESS = join_limits.joins_per_address()
 
 
 def _now() -> datetime:
@@ -231,54 +148,10 @@ def _current(s: Session, game: Game, *, lock: str | None = None) -> Round:
     return s.scalars(q).one()
 
 
-def draw_place(prior: Sequence[float], avoid: Sequence[int] = (), rng: np.random.Generator | None = None) -> int:
-    """A secret place drawn from ``prior``, never one of ``avoid`` (places the class has seen, the latest first).
-
-    When the prior gives no weight outside ``avoid``, only ``avoid[0]`` (the last place seen) is kept out; with
-    no other place at all, the prior's own. ``rng``: by default seeded from :mod:`secrets` (the place is secret).
-    """
-    w = np.asarray(prior, dtype=float)
-    w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
-    rng = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
-    avoided = [int(a) for a in avoid if 0 <= int(a) < w.size]
-    for kept_out in (avoided, avoided[:1], []):
-        q = w.copy()
-        q[kept_out] = 0.0
-        if q.sum() > 0:
-            return int(rng.choice(q.size, p=q / q.sum()))
-    raise ValueError("The prior gives no place any weight: no secret place can be drawn.")
-
-
-def _unique(places: Iterable[int | None]) -> list[int]:
-    """``places`` without None and repeats, in order."""
-    return list(dict.fromkeys(int(p) for p in places if p is not None))
-
-
-def _revealed_shared_places(s: Session, game: Game) -> list[tuple[int, int]]:
-    """(round number, shared place) of every round of ``game`` whose reveal the class saw, the latest first."""
-    rows = s.execute(
-        select(Round.number, Round.shared_place, Round.summary)
-        .where(Round.game_id == game.id, Round.shared_place.is_not(None))
-        .order_by(Round.number.desc())
-    ).all()
-    return [(number, int(place)) for number, place, summary in rows if summary is not None]
-
-
-def _shared_place(s: Session, game: Game, spec: RoundSpec, prior: Sequence[float] | None) -> int | None:
-    """The new round's shared place: the lecturer's, or drawn away from the places the class has seen."""
-    if spec.secret_mode != "shared":
-        return None
-    if spec.shared_place is not None:
-        return int(spec.shared_place)
-    if prior is None:
-        raise ValueError("A shared round without a place draws one: pass the view's prior.")
-    return draw_place(prior, _unique(place for _, place in _revealed_shared_places(s, game)))
-
-
 def _add_round(
     s: Session, game: Game, number: int, spec: RoundSpec, now: datetime, prior: Sequence[float] | None = None
 ) -> Round:
-    place = _shared_place(s, game, spec, prior)
+    place = secret_places.shared_place(s, game, spec, prior)
     rnd = Round(
         game_id=game.id,
         number=number,
@@ -443,25 +316,7 @@ def join(code: object, *, address: str | None = None, url: str | None = None) ->
                     raise GameError(f"This round is full ({MAX_PLAYERS} players).")
                 now = _now()
                 if address is not None and limit > 0:
-                    # Salted with the game's lecturer hash: the table links no address across games.
-                    who = _sha(f"{game.host_token_sha256}:{address_group(str(address))}")
-                    mine = (
-                        JoinSlot.game_id == game.id,
-                        JoinSlot.round_number == rnd.number,
-                        JoinSlot.address_sha256 == who,
-                    )
-                    used = s.scalar(select(func.count()).select_from(JoinSlot).where(*mine)) or 0
-                    if used >= limit:
-                        raise GameError(
-                            f"Too many joins from this network for this round: at most {limit} phones may join "
-                            "from one address in a round. Join when the next round starts, or ask the lecturer."
-                        )
-                    # Two joins racing for the last slot: the unique key lets one through, the other counts again.
-                    s.add(
-                        JoinSlot(
-                            game_id=game.id, round_number=rnd.number, address_sha256=who, slot=used + 1, joined_at=now
-                        )
-                    )
+                    join_limits.claim_slot(s, game, rnd.number, address, limit, now)
                 s.add(Player(game_id=game.id, number=n + 1, token_sha256=_sha(token), joined_at=now))
                 return token
         except IntegrityError:  # two phones took the same number (or address slot) at once: take the next
@@ -519,7 +374,7 @@ def player_view(
                     .where(Entry.player_id == player.id, Round.number < rnd.number)
                     .order_by(Round.number.desc())
                 ).all()
-                avoid = _unique(place for place, summary in earlier if summary is not None)
+                avoid = unique_places(place for place, summary in earlier if summary is not None)
             round_id, player_id, view = rnd.id, player.id, list(game.view)
             spec = SimpleNamespace(
                 number=rnd.number,
