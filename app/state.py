@@ -1,8 +1,8 @@
 """The dashboard's caches: the ONLY module with st.cache_resource and st.cache_data.
 
-* Road networks and the executor of the heavy jobs are resources (``st.cache_resource``), shared by
-  every session; networks are read-only.
-* Instances, PAnDA results, lower bounds, sweeps, baselines and audits are data (``st.cache_data``):
+* Road networks, instances and the executor of the heavy jobs are resources (``st.cache_resource``),
+  shared by every session; networks and instances are read-only (no page writes into their arrays).
+* PAnDA results, lower bounds, sweeps, baselines and audits are data (``st.cache_data``):
   keyed by plain hashable values, bounded (``max_entries``), each session gets its own copy.
 
 Cached functions are pure functions of their arguments and never call ``st.*`` (no cache spinners
@@ -32,6 +32,7 @@ from app.model.params import parse_source
 from app.server import result_store
 from panda import jobs
 from panda.execution import HIGH, LOW, Executor, close_executor, default_n_workers, get_executor
+from panda.instance import check_instance_arguments
 
 __all__ = [
     "MAX_LOWER_BOUND_ROWS",
@@ -58,8 +59,12 @@ __all__ = [
     "score_round",
 ]
 
-#: Cached entries per function (each holds one instance or result; a few MB at most).
+#: Cached entries per function (each holds one result; a few MB at most).
 MAX_ENTRIES = 16
+#: Instances kept, shared by every session. One holds its K x M loss table and, once a page asks for it (the
+#: attacker's guess, the class round's scores), its K x K distance table: about 0.25 GB at the controls' largest
+#: K and M, so this many bound the server's instances to about 2 GB, and a class's few views stay cached.
+MAX_INSTANCES = 8
 #: Largest Relaxed AnPO the dashboard solves (LP constraint rows = kept ordered pairs x outputs).
 #: Beyond this HiGHS needs longer than its time limit just to load the model.
 MAX_LOWER_BOUND_ROWS = 600_000
@@ -166,7 +171,7 @@ def network(source: str) -> panda.RoadNetwork:
     return bbox_network(*value)  # type: ignore[misc]
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+@st.cache_resource(max_entries=MAX_INSTANCES, show_spinner=False)
 def instance(
     source: str,
     n_records: int,
@@ -181,8 +186,36 @@ def instance(
 
     ``prior``: a name of :data:`panda.instance.PRIORS`, or ``csv:<id>`` for uploaded places
     (:func:`panda.priors.save_places_upload`), snapped to the network.
+
+    The view is checked here at once, before any work is sent away: a view whose tables would exceed
+    :data:`panda.instance.MAX_DENSE_BYTES` raises :class:`panda.instance.InstanceTooLargeError` (a sentence for
+    the page), a bad size the ValueError :func:`panda.make_instance` raises. The tables themselves (shortest
+    paths from every output or task) are built on a worker (:func:`panda.jobs.instance_job`), under its memory
+    and time limits; this process keeps the result once, on its own network, for every session. No page may
+    write into its arrays: that would change every other session's view. (They are not flagged read-only: a
+    job pickles the instance, and the flag would travel to the worker, where compiled code that takes writable
+    buffers would refuse them.)
     """
-    return instances.build_instance(network(source), n_records, n_users, n_outputs, seed, loss, n_tasks, prior)
+    net = network(source)
+    n_tasks = min(int(n_tasks), int(n_records))
+    prior_arg = instances.prior_argument(net, prior)
+    check_instance_arguments(
+        net, n_records=n_records, n_users=n_users, n_outputs=n_outputs, n_tasks=n_tasks, loss=loss, prior=prior_arg
+    )
+    fields = _run_job(
+        jobs.instance_job,
+        net,
+        n_records,
+        n_users,
+        n_outputs,
+        seed,
+        loss,
+        n_tasks,
+        prior_arg,
+        timeout_s=JOB_TIMEOUT_S,
+        priority=HIGH,
+    )
+    return panda.Instance(network=net, **fields)
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)

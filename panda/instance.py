@@ -16,7 +16,19 @@ from scipy.sparse.csgraph import dijkstra
 from panda.network import RoadNetwork, haversine_km
 from panda.priors import PRIOR_NAMES, prior_for_records
 
-__all__ = ["Instance", "make_instance", "METRICS", "PRIORS", "LOSSES", "LOSS_LABELS", "loss_label"]
+__all__ = [
+    "Instance",
+    "make_instance",
+    "METRICS",
+    "PRIORS",
+    "LOSSES",
+    "LOSS_LABELS",
+    "loss_label",
+    "MAX_DENSE_BYTES",
+    "InstanceTooLargeError",
+    "instance_footprint",
+    "check_instance_arguments",
+]
 
 METRICS = ("haversine", "road")
 #: Loss functions (what a report costs the person who makes it, in metres): see :func:`make_instance`.
@@ -31,6 +43,21 @@ PRIORS = PRIOR_NAMES  # ("uniform", "street_count", "road_density", "poi")
 USER_DISTRIBUTIONS = ("uniform", "prior")
 
 Metric = Literal["haversine", "road"]
+
+#: Largest footprint (:func:`instance_footprint`) :func:`make_instance` accepts by default: 10**9 bytes (1 GB) of
+#: float64 tables. Why this number: the largest view the dashboard's controls allow on an embedded city (the paper's
+#: Rome network, 42,894 nodes, at K = 5,000, M = 1,000 and the road loss, with the K x K distance table of the
+#: attacker view) needs about 0.34 GB, a third of it, and every other embedded city 0.16 GB or less (K is at most
+#: its number of nodes); the tables do not grow with the network (they are filled a block of sources at a
+#: time), so the limit holds on any upload too. One instance at the limit still fits a dashboard worker's memory
+#: on an 8 GB machine with three workers (they share 40 % of it), while a library user who wants a larger one
+#: passes ``max_bytes=math.inf``.
+MAX_DENSE_BYTES = 1_000_000_000
+#: Entries of one block of rows (float64: 16 MB) when a table with many columns is filled a block at a time
+#: (shortest paths from many sources, great-circle distances): its largest temporary, whatever K and the network.
+_BLOCK_ENTRIES = 2_000_000
+#: Temporaries of :func:`panda.network.haversine_km` on a block, in blocks (its broadcast terms live at once).
+_HAVERSINE_TEMPORARIES = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,8 +162,19 @@ class Instance:
             if self.metric == "road":
                 self._cache["d_km"] = _road_metric_km(self.network, self.records)
             else:
-                self._cache["d_km"] = self.distances_km()
+                lon, lat = self.lon, self.lat
+                self._cache["d_km"] = _haversine_table_km(lon, lat, lon, lat)
         return self._cache["d_km"]
+
+    def __getstate__(self) -> dict:
+        """Pickle the instance without its lazily filled tables (``d_km`` is K x K): the receiver rebuilds them.
+
+        A job sends its instance to a worker by pickling it, and the dashboard shares one instance among its
+        sessions: a distance table that one page asked for must not travel with every later job.
+        """
+        state = dict(self.__dict__)
+        state["_cache"] = {}
+        return state
 
     def _haversine_diameter_km(self) -> float:
         """Largest great-circle distance between two records, equal to the all-pairs maximum.
@@ -211,15 +249,134 @@ def _check_int(value: object, name: str, low: int, high: int | None = None) -> i
     return value
 
 
-def _road_from_sources_m(network: RoadNetwork, sources: np.ndarray) -> np.ndarray:
-    """``(len(sources), n_nodes)`` shortest-path lengths in metres from each source node."""
-    return dijkstra(network.adjacency, directed=True, indices=np.asarray(sources))
+def _block_rows(n_columns: int) -> int:
+    """Rows of one block of a table with ``n_columns`` columns: :data:`_BLOCK_ENTRIES` entries, at least one row."""
+    return max(1, _BLOCK_ENTRIES // max(int(n_columns), 1))
+
+
+def _road_rows_m(graph: object, sources: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``(len(sources), len(columns))`` shortest-path lengths in metres from each source node to the nodes ``columns``.
+
+    One Dijkstra call per block of sources: a call returns ``(sources, n_nodes)``, so the whole call would hold
+    ``len(sources) x n_nodes`` floats (gigabytes for a thousand outputs on a large upload) where only
+    ``len(columns)`` columns are kept. A source's paths do not depend on the other sources: the same values.
+    The table is laid out column by column (Fortran order), as ``dijkstra(...)[:, columns]`` lays it out: the
+    ``"road"`` loss, its transpose, is then a C-ordered ``(K, M)`` table whose rows are quick to pick.
+    """
+    sources = np.asarray(sources)
+    columns = np.asarray(columns)
+    out = np.empty((columns.size, sources.size)).T
+    step = _block_rows(graph.shape[0])  # type: ignore[attr-defined]
+    for start in range(0, sources.size, step):
+        block = sources[start : start + step]
+        out[start : start + block.size] = dijkstra(graph, directed=True, indices=block)[:, columns]
+    return out
 
 
 def _road_metric_km(network: RoadNetwork, records: np.ndarray) -> np.ndarray:
     """Symmetric road metric: mean of both directions' shortest paths, in km."""
-    out_m = _road_from_sources_m(network, records)[:, records]
+    out_m = _road_rows_m(network.adjacency, records, records)
     return (out_m + out_m.T) / 2000.0
+
+
+def _haversine_table_km(lon1: np.ndarray, lat1: np.ndarray, lon2: np.ndarray, lat2: np.ndarray) -> np.ndarray:
+    """``(len(lon1), len(lon2))`` great-circle distances in km, a block of rows at a time.
+
+    The formula's broadcast terms are as large as its result (several of them live at once): by blocks they are a
+    block's, not the whole table's. Element by element the same arithmetic as one broadcast.
+    """
+    out = np.empty((lon1.shape[0], lon2.shape[0]))
+    step = _block_rows(lon2.shape[0])
+    for start in range(0, lon1.shape[0], step):
+        rows = slice(start, start + step)
+        out[rows] = haversine_km(lon1[rows, None], lat1[rows, None], lon2[None, :], lat2[None, :])
+    return out
+
+
+def instance_footprint(
+    n_nodes: int,
+    n_records: int,
+    n_outputs: int | None,
+    *,
+    loss: str = "task",
+    n_tasks: int = 1,
+    metric: str = "haversine",
+) -> int:
+    """Bytes of the dense tables an instance of these sizes holds at once, at most (computed from the sizes alone).
+
+    Every table is float64 (8 bytes an entry). Counted: the ``(K, M)`` loss ``cost_m``; the ``(K, K)`` privacy
+    distance table ``d_km`` (built on demand, and by every page that audits a mechanism or plays the attacker:
+    the dashboard's views need it), twice for the ``"road"`` metric (the table and its symmetrised copy); the
+    loss's own working table (the second direction's ``(M, K)`` for the ``"road"`` loss, the ``(T, K)`` task
+    distances for ``"task"``); and the temporaries of the blocks the tables are filled by (shortest paths from a
+    block of sources to every node, the great-circle formula's terms), at most a few times ``_BLOCK_ENTRIES``.
+    Not counted: vectors of one entry per node or record, and the network itself.
+
+    Parameters
+    ----------
+    n_nodes
+        Nodes of the road network.
+    n_records, n_outputs
+        K and M (``None``: M = K).
+    loss, n_tasks, metric
+        As in :func:`make_instance`.
+
+    Returns
+    -------
+    int
+        Bytes; :func:`make_instance` refuses an instance above :data:`MAX_DENSE_BYTES`.
+    """
+    n, k = int(n_nodes), int(n_records)
+    m = k if n_outputs is None else int(n_outputs)
+    t = int(n_tasks)
+
+    def block(rows: int, cols: int) -> int:  # entries of one block of a (rows, cols) table
+        return min(rows, _block_rows(cols)) * cols
+
+    def paths(sources: int) -> int:  # one Dijkstra call's table and the columns kept from it
+        return min(sources, _block_rows(n)) * (n + k)
+
+    distances = (2 if metric == "road" else 1) * k * k
+    temporaries = [_HAVERSINE_TEMPORARIES * block(k, k)] if metric != "road" else [paths(k)]
+    if loss == "road":
+        working = m * k
+        temporaries.append(paths(m))
+    elif loss == "task":
+        working = t * k
+        temporaries += [paths(t), 2 * block(k, m)]
+    else:
+        working = 0
+        temporaries.append(_HAVERSINE_TEMPORARIES * block(k, m))
+    return 8 * (k * m + distances + working + max(temporaries))
+
+
+def _fmt_bytes(n_bytes: float) -> str:
+    """Write a size in words: '2.4 GB', '350 MB', '12 kB'."""
+    if n_bytes >= 1e9:
+        return f"{n_bytes / 1e9:.1f} GB"
+    if n_bytes >= 1e6:
+        return f"{n_bytes / 1e6:,.0f} MB"
+    return f"{n_bytes / 1e3:,.0f} kB"
+
+
+class InstanceTooLargeError(ValueError):
+    """The dense tables of an instance would exceed the limit (:data:`MAX_DENSE_BYTES`).
+
+    The message says so in a sentence, with what to choose instead.
+    """
+
+
+def _check_footprint(n_nodes: int, k: int, m: int, loss: str, t: int, metric: str, max_bytes: float | None) -> None:
+    limit = MAX_DENSE_BYTES if max_bytes is None else max_bytes
+    need = instance_footprint(n_nodes, k, m, loss=loss, n_tasks=t, metric=metric)
+    if need > limit:
+        tasks = f", {t:,} tasks" if loss == "task" and t > 1 else ""
+        msg = (
+            f"This view needs about {_fmt_bytes(need)} of distance tables (K = {k:,}, M = {m:,}{tasks} on a network "
+            f"of {n_nodes:,} nodes); the limit is {_fmt_bytes(limit)}: choose fewer places, fewer outputs, or a "
+            "smaller area."
+        )
+        raise InstanceTooLargeError(msg)
 
 
 def make_instance(
@@ -234,6 +391,7 @@ def make_instance(
     user_distribution: str = "uniform",
     loss: str = "task",
     seed: int | None = 0,
+    max_bytes: float | None = None,
 ) -> Instance:
     """Draw a problem instance from a road network, reproducibly from ``seed``.
 
@@ -278,9 +436,18 @@ def make_instance(
           task any report at the same road distance from it is free, however far it is from the place.
     seed
         Seed of the random draws.
+    max_bytes
+        The most bytes the instance's dense tables may need (:func:`instance_footprint`, checked before anything
+        is drawn); ``None``: :data:`MAX_DENSE_BYTES`, read when called; ``math.inf``: no limit.
+
+    Raises
+    ------
+    InstanceTooLargeError
+        When the tables would need more than ``max_bytes``: a sentence with the sizes and the limit.
     """
-    k, m, n, t = _check_sizes(network, n_records, n_outputs, n_users, n_tasks)
-    _check_choices(prior, metric, user_distribution, loss)
+    k, m, n, t = _check_arguments(
+        network, n_records, n_outputs, n_users, n_tasks, prior, metric, user_distribution, loss, max_bytes
+    )
 
     rng = np.random.default_rng(seed)
     records = np.sort(rng.choice(network.n_nodes, size=k, replace=False))
@@ -305,6 +472,51 @@ def make_instance(
         seed=seed,
         loss=loss,
     )
+
+
+def check_instance_arguments(
+    network: RoadNetwork,
+    *,
+    n_records: int,
+    n_outputs: int | None = 100,
+    n_users: int = 50,
+    n_tasks: int = 1,
+    prior: str | np.ndarray = "uniform",
+    metric: str = "haversine",
+    user_distribution: str = "uniform",
+    loss: str = "task",
+    max_bytes: float | None = None,
+) -> None:
+    """Raise what :func:`make_instance` would raise for these arguments, at once and without drawing anything.
+
+    The sizes, the named choices and the footprint (:class:`InstanceTooLargeError`): a caller that builds the
+    instance elsewhere (the dashboard, on a worker) answers a bad view before it sends the work away.
+
+    Parameters
+    ----------
+    network, n_records, n_outputs, n_users, n_tasks, prior, metric, user_distribution, loss, max_bytes
+        As in :func:`make_instance`.
+    """
+    _check_arguments(network, n_records, n_outputs, n_users, n_tasks, prior, metric, user_distribution, loss, max_bytes)
+
+
+def _check_arguments(
+    network: object,
+    n_records: object,
+    n_outputs: object,
+    n_users: object,
+    n_tasks: object,
+    prior: object,
+    metric: object,
+    user_distribution: object,
+    loss: object,
+    max_bytes: float | None,
+) -> tuple[int, int, int, int]:
+    """Every check of :func:`make_instance`, the footprint last: return ``(K, M, N, T)``."""
+    k, m, n, t = _check_sizes(network, n_records, n_outputs, n_users, n_tasks)
+    _check_choices(prior, metric, user_distribution, loss)
+    _check_footprint(network.n_nodes, k, m, str(loss), t, str(metric), max_bytes)  # type: ignore[attr-defined]
+    return k, m, n, t
 
 
 def _check_sizes(
@@ -366,19 +578,28 @@ def _loss_m(
     task_weights: np.ndarray,
     loss: str,
 ) -> np.ndarray:
-    """``(K, M)`` loss in metres of reporting output ``outputs[j]`` from record ``x`` (see make_instance)."""
+    """``(K, M)`` loss in metres of reporting output ``outputs[j]`` from record ``x`` (see make_instance).
+
+    Filled a block at a time (:func:`_road_rows_m`, :func:`_haversine_table_km`): the tables held are those
+    :func:`instance_footprint` counts, never one as large as the network times the outputs.
+    """
     if loss == "straight":
         lon, lat = network.lon[records], network.lat[records]
-        return 1000.0 * haversine_km(lon[:, None], lat[:, None], lon[outputs][None, :], lat[outputs][None, :])
+        return 1000.0 * _haversine_table_km(lon, lat, lon[outputs], lat[outputs])
     if loss == "road":
         # 2M Dijkstras (from every output, forwards and on the reversed graph), never one per record.
         targets = records[outputs]
-        from_y = dijkstra(network.adjacency, directed=True, indices=targets)[:, records]  # road(y -> x)
-        to_y = dijkstra(network.adjacency.T.tocsr(), directed=True, indices=targets)[:, records]  # road(x -> y)
-        return ((from_y + to_y) / 2.0).T
-    # The paper's task cost: one Dijkstra per task, road(t, x) for every record x, then a broadcast.
-    road_m = _road_from_sources_m(network, records[tasks])[:, records]  # (T, K)
+        both = _road_rows_m(network.adjacency, targets, records)  # road(y -> x)
+        both += _road_rows_m(network.adjacency.T.tocsr(), targets, records)  # road(x -> y)
+        both /= 2.0
+        return both.T
+    # The paper's task cost: one Dijkstra per task, road(t, x) for every record x, then a broadcast by blocks of rows.
+    road_m = _road_rows_m(network.adjacency, records[tasks], records)  # (T, K)
     cost = np.zeros((records.size, outputs.size))
+    step = _block_rows(outputs.size)
     for w_t, r in zip(task_weights, road_m, strict=True):
-        cost += w_t * np.abs(r[:, None] - r[outputs][None, :])
+        r_y = r[outputs][None, :]
+        for start in range(0, records.size, step):
+            rows = slice(start, start + step)
+            cost[rows] += w_t * np.abs(r[rows, None] - r_y)
     return cost

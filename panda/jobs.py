@@ -21,6 +21,7 @@ from panda.execution import HIGH, LOW
 __all__ = [
     "interactive_job",
     "long_job",
+    "instance_job",
     "run_panda_job",
     "delta_sweep_job",
     "baseline_job",
@@ -48,6 +49,33 @@ def long_job(fn: _Job) -> _Job:
     """Mark a job long (sweeps, curves): it yields to interactive ones (:data:`panda.execution.LOW`)."""
     fn.priority = LOW  # type: ignore[attr-defined]
     return fn
+
+
+@interactive_job
+def instance_job(network, n_records, n_users, n_outputs, seed, loss, n_tasks, prior, progress):
+    """Draw a view's instance (:func:`panda.make_instance`) and return its fields, all but the network.
+
+    The distance tables (one shortest-path search per output or task, a table of K x M losses) are built here,
+    under the worker's memory and time limits; the caller, which already holds ``network``, puts the instance
+    together with ``panda.Instance(network=network, **fields)``, so the network does not travel back.
+    ``prior``: a name of :data:`panda.instance.PRIORS` or a per-node weight array.
+    """
+    import dataclasses
+
+    import panda
+
+    progress("drawing places, outputs and their distances", 0.0)
+    inst = panda.make_instance(
+        network,
+        n_records=n_records,
+        n_users=n_users,
+        n_outputs=n_outputs,
+        n_tasks=n_tasks,
+        loss=loss,
+        prior=prior,
+        seed=seed,
+    )
+    return {f.name: getattr(inst, f.name) for f in dataclasses.fields(inst) if f.name not in ("network", "_cache")}
 
 
 @interactive_job
@@ -228,3 +256,21 @@ def score_round_job(prior, matrix, distance_m, entries, n_reports, seed, progres
 
     progress("scoring the class's guesses", 0.0)
     return score_round(prior, matrix, distance_m, list(entries), int(n_reports), rng=np.random.default_rng(seed))
+
+
+@interactive_job
+def upload_network_job(data, filename, network_type, max_decompressed_bytes, max_nodes, progress):
+    """Read an uploaded OpenStreetMap file's road network (:func:`panda.network.uploads.read_upload`).
+
+    Here, not in the web server: a small file may unpack to gigabytes of nodes (a PBF block holds tens of
+    millions), and only the worker's memory and time limits bound that. The reader's caps give a sentence first
+    in most cases. Returns ``{"network": RoadNetwork}`` or ``{"error": sentence}`` (the file's fault: the server
+    raises it as a ValueError); the server keeps the network in its upload cache.
+    """
+    from panda.network.uploads import read_upload
+
+    progress("reading the uploaded file", 0.0)
+    try:
+        return {"network": read_upload(data, filename, network_type, max_decompressed_bytes, max_nodes)}
+    except ValueError as exc:
+        return {"error": str(exc)}

@@ -10,7 +10,7 @@ import numpy as np
 import panda
 from app.model.params import parse_source
 
-__all__ = ["network_of", "build_instance", "mechanism_numbers_of"]
+__all__ = ["network_of", "prior_argument", "build_instance", "mechanism_numbers_of"]
 
 
 def network_of(source: str) -> panda.RoadNetwork:
@@ -38,10 +38,6 @@ def build_instance(
     ``prior``: a name of :data:`panda.instance.PRIORS`, or ``csv:<id>`` for uploaded places
     (:func:`panda.priors.save_places_upload`), snapped to the network.
     """
-    prior_arg: str | np.ndarray = prior
-    if prior.startswith("csv:"):
-        places = panda.priors.load_places_upload(prior.partition(":")[2])
-        prior_arg = panda.poi_weights(net, places.lon, places.lat, weights=places.weight)
     return panda.make_instance(
         net,
         n_records=n_records,
@@ -49,9 +45,18 @@ def build_instance(
         n_outputs=n_outputs,
         n_tasks=min(int(n_tasks), int(n_records)),
         loss=loss,
-        prior=prior_arg,
+        prior=prior_argument(net, prior),
         seed=seed,
     )
+
+
+def prior_argument(net: panda.RoadNetwork, prior: str) -> str | np.ndarray:
+    """The ``prior`` argument of :func:`panda.make_instance` for a view's prior: its name, or for ``csv:<id>`` the
+    uploaded places' per-node weights on ``net`` (read from this machine's upload folder)."""
+    if prior.startswith("csv:"):
+        places = panda.priors.load_places_upload(prior.partition(":")[2])
+        return panda.poi_weights(net, places.lon, places.lat, weights=places.weight)
+    return prior
 
 
 def mechanism_numbers_of(inst: panda.Instance, mech: Any, epsilon_per_km: float) -> dict:

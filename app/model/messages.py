@@ -89,7 +89,7 @@ def _rules(text: str) -> str | None:
 
 
 #: Exception classes whose plain text needs no "Details" line (the job layer's own ones included).
-_PLAIN_KINDS = ("ValueError", "RuntimeError", "WorkerError", "JobError", "JobTimeout")
+_PLAIN_KINDS = ("ValueError", "RuntimeError", "WorkerError", "JobError", "JobTimeout", "InstanceTooLargeError")
 
 
 def plain_error(error: BaseException | str) -> tuple[str, str]:

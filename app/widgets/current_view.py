@@ -15,6 +15,7 @@ from app.model.messages import plain_error, short_status
 from app.model.panda_numbers import fmt_m, fmt_pct, fmt_s
 from app.model.params import Params, to_config
 from panda.execution import CRASH_MESSAGE, MEMORY_MESSAGE, JobBusy, JobClusterLost, JobError, JobTimeout
+from panda.instance import InstanceTooLargeError
 
 #: What to change when a setting is too heavy (in plain words).
 HEAVY_HINT = (
@@ -103,6 +104,9 @@ def load_view(params: Params) -> View | None:
         net = state.network(params.source)
         with st.spinner("Drawing records, outputs and users ..."):  # shown only if it takes more than 0.5 s
             inst = state.instance(*params.instance_key)
+    except InstanceTooLargeError as exc:  # its sentence says what to choose instead: no hint of ours
+        show_error("This view is too large for the dashboard.", exc)
+        return None
     except Exception as exc:
         show_error(
             "Could not prepare the problem instance.",

@@ -25,13 +25,14 @@ def release_resources():
 
 @pytest.fixture(autouse=True)
 def clear_caches():
-    """Streamlit's caches are process-global: every test starts with empty data caches and networks.
+    """Streamlit's caches are process-global: every test starts with empty data caches, instances and networks.
 
     The executor (a stateless cache_resource) is kept from test to test: starting it costs seconds.
     """
     from app import state
 
     st.cache_data.clear()
+    state.instance.clear()
     state.city_network.clear()
     state.bbox_network.clear()
     yield
