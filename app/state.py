@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 import panda
+from app import job_owner
 from app.model import instances
 from app.model.params import parse_source
 from app.server import result_store
@@ -93,48 +93,9 @@ def _close_executor(executor: Executor) -> None:
     close_executor(executor)
 
 
-def _session_of_this_run() -> dict[str, Any]:
-    """``owner`` and ``keep_waiting`` for :meth:`panda.execution.Executor.run` from the session of this run.
-
-    The owner is the Streamlit session (at most a few jobs in flight each, served in turn with the other
-    sessions'). The job is waited for while the session is connected and its view (the sidebar's instance:
-    city, K, N, M, seed, loss, prior) is the one the job was asked for: a closed tab or a new view ends the
-    wait, and a job nobody else waits for is then withdrawn (see the executor). Outside a server (AppTest, a
-    script): no owner.
-    """
-    ctx = get_script_run_ctx(suppress_warning=True)
-    if ctx is None:
-        return {}
-    session_id, session_state = ctx.session_id, ctx.session_state
-    try:
-        from streamlit.runtime import Runtime
-
-        runtime = Runtime.instance() if Runtime.exists() else None
-    except RuntimeError:
-        runtime = None
-    if runtime is None:
-        return {"owner": session_id}
-
-    def view() -> tuple | None:
-        try:
-            params = session_state["params"]
-        except (KeyError, AttributeError):
-            return None
-        return getattr(params, "instance_key", None)
-
-    asked_for = view()
-
-    def keep_waiting() -> bool:
-        if not runtime.is_active_session(session_id):
-            return False
-        return asked_for is None or view() == asked_for
-
-    return {"owner": session_id, "keep_waiting": keep_waiting}
-
-
 def _run_job(job: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a job function of :mod:`panda.jobs` on the executor, as this run's session."""
-    return panda_worker().run(job, *args, **_session_of_this_run(), **kwargs)
+    return panda_worker().run(job, *args, **job_owner.of_this_run(), **kwargs)
 
 
 @st.cache_resource(max_entries=1, show_spinner=False, on_release=_close_executor, validate=lambda ex: not ex.closed)
