@@ -18,6 +18,7 @@ only the feasible set's lower bound moves (by at most ``eta`` per entry).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import highspy
@@ -431,15 +432,7 @@ def _solve_by_row_generation(
     n_groups, m = gcost.shape
     n_kept = gi.size
     eb = np.exp(np.minimum(gb, MAX_EXPONENT))
-    # Each row's pairs by increasing exponent: the first ``initial_neighbours`` start active.
-    order = np.lexsort((gb, gi))
-    first = np.searchsorted(gi[order], np.arange(n_groups))
-    rank = np.empty(n_kept, dtype=np.int64)
-    rank[order] = np.arange(n_kept) - first[gi[order]]
-    active = np.zeros((n_kept, m), dtype=bool)
-    active[rank < initial_neighbours] = True
-    if initial_entries is not None:
-        active &= initial_entries[gi]
+    active = _first_round_rows(gi, gb, n_groups, m, initial_neighbours, initial_entries)
     log: list[dict] = []
     info = {"rounds": log, "tolerance": ROW_GENERATION_TOL, "rows_full": int(n_groups + n_kept * m)}
     build = 0.0
@@ -470,56 +463,19 @@ def _solve_by_row_generation(
         if warm:
             assert h is not None  # warm implies a model from an earlier round
             # Few rows added: append them and let the dual simplex continue from the last basis.
-            a_new, _, _ = _mdp_rows(n_groups, m, gi, gj, gb, *np.nonzero(new), row_sums=False)
-            h.addRows(
-                a_new.shape[0],
-                np.full(a_new.shape[0], -np.inf),
-                np.zeros(a_new.shape[0]),
-                a_new.nnz,
-                a_new.indptr.astype(np.int32),
-                a_new.indices.astype(np.int32),
-                a_new.data,
-            )
+            _append_mdp_rows(h, n_groups, m, gi, gj, gb, new)
         else:
             h = fresh(solver)
         build += time.perf_counter() - tb
         assert h is not None
-        # HiGHS's time limit counts the object's whole run time (all warm rounds): extend it.
-        h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
-        res = _run(h, solver)
-        entry = {
-            "rows": res.n_rows,
-            "status": res.status,
-            "time_s": res.time_s,
-            "objective": res.objective,
-            "warm": warm,
-        }
-        # A numerical breakdown (HiGHS "Not Set" and the like, with coefficients up to 1 / eta):
-        # a failed warm start is solved afresh; a failed fresh dual simplex is retried with IPM.
-        retry = None
-        if not res.success and res.status != "Time limit reached":
-            retry = solver if warm else ("ipm" if solver == "simplex" else None)
-        if retry is not None:
-            h = fresh(retry)
-            h.setOptionValue("time_limit", max(time_limit_s - (time.perf_counter() - t_start), 1e-3))
-            res = _run(h, retry)
-            entry.update(
-                failed=f"{entry['status']} ({'warm ' if warm else ''}{solver})",
-                retried_with=retry,
-                status=res.status,
-                time_s=float(entry["time_s"]) + res.time_s,
-                objective=res.objective,
-            )
-            warm = False
+        h, res, entry = _run_round(
+            h, fresh, warm=warm, solver=solver, remaining=remaining, time_limit_s=time_limit_s, t_start=t_start
+        )
         log.append(entry)
         if not res.success or res.x is None or n_active == n_kept * m:
             break  # unsolved, or every row was in the LP (no row generation): nothing to check
         tb = time.perf_counter()
-        z = res.x.reshape(n_groups, m)
-        new = np.zeros_like(active)
-        for s in range(0, n_kept, step):
-            sl = slice(s, s + step)
-            new[sl] = (z[gi[sl]] - eb[sl, None] * z[gj[sl]] > ROW_GENERATION_TOL) & ~active[sl]
+        new = _violated_mdp_rows(res.x.reshape(n_groups, m), gi, gj, eb, active, step)
         added = int(new.sum())
         active |= new
         entry["rows_added"] = added
@@ -533,6 +489,103 @@ def _solve_by_row_generation(
     solved = [r["objective"] for r in log if r["status"] == "Optimal"]
     info["lower_bound"] = max(solved) if solved else float("nan")
     return res, info
+
+
+def _first_round_rows(
+    gi: np.ndarray,
+    gb: np.ndarray,
+    n_groups: int,
+    m: int,
+    initial_neighbours: int,
+    initial_entries: np.ndarray | None,
+) -> np.ndarray:
+    """Pick the ``(pair, y)`` rows of the first round: each row's ``initial_neighbours`` smallest exponents.
+
+    Where ``initial_entries`` is given, only at the entries it marks (of each pair's left row).
+    """
+    n_kept = gi.size
+    # Each row's pairs by increasing exponent: the first ``initial_neighbours`` start active.
+    order = np.lexsort((gb, gi))
+    first = np.searchsorted(gi[order], np.arange(n_groups))
+    rank = np.empty(n_kept, dtype=np.int64)
+    rank[order] = np.arange(n_kept) - first[gi[order]]
+    active = np.zeros((n_kept, m), dtype=bool)
+    active[rank < initial_neighbours] = True
+    if initial_entries is not None:
+        active &= initial_entries[gi]
+    return active
+
+
+def _append_mdp_rows(
+    h: highspy.Highs, n_groups: int, m: int, gi: np.ndarray, gj: np.ndarray, gb: np.ndarray, new: np.ndarray
+) -> None:
+    """Append the pair rows marked in ``new`` to the model (a warm start from its basis)."""
+    a_new, _, _ = _mdp_rows(n_groups, m, gi, gj, gb, *np.nonzero(new), row_sums=False)
+    h.addRows(
+        a_new.shape[0],
+        np.full(a_new.shape[0], -np.inf),
+        np.zeros(a_new.shape[0]),
+        a_new.nnz,
+        a_new.indptr.astype(np.int32),
+        a_new.indices.astype(np.int32),
+        a_new.data,
+    )
+
+
+def _run_round(
+    h: highspy.Highs,
+    fresh: Callable[[str], highspy.Highs],
+    *,
+    warm: bool,
+    solver: str,
+    remaining: float,
+    time_limit_s: float,
+    t_start: float,
+) -> tuple[highspy.Highs, LPResult, dict]:
+    """Solve one round's model within ``remaining`` seconds; the model, its outcome and the round's log entry.
+
+    A numerical breakdown (HiGHS "Not Set" and the like, with coefficients up to 1 / eta): a failed warm start
+    is solved afresh (``fresh``); a failed fresh dual simplex is retried with IPM.
+    """
+    # HiGHS's time limit counts the object's whole run time (all warm rounds): extend it.
+    h.setOptionValue("time_limit", float(h.getRunTime() + remaining))
+    res = _run(h, solver)
+    entry: dict = {
+        "rows": res.n_rows,
+        "status": res.status,
+        "time_s": res.time_s,
+        "objective": res.objective,
+        "warm": warm,
+    }
+    retry = None
+    if not res.success and res.status != "Time limit reached":
+        retry = solver if warm else ("ipm" if solver == "simplex" else None)
+    if retry is not None:
+        h = fresh(retry)
+        h.setOptionValue("time_limit", max(time_limit_s - (time.perf_counter() - t_start), 1e-3))
+        res = _run(h, retry)
+        entry.update(
+            failed=f"{entry['status']} ({'warm ' if warm else ''}{solver})",
+            retried_with=retry,
+            status=res.status,
+            time_s=float(entry["time_s"]) + res.time_s,
+            objective=res.objective,
+        )
+    return h, res, entry
+
+
+def _violated_mdp_rows(
+    z: np.ndarray, gi: np.ndarray, gj: np.ndarray, eb: np.ndarray, active: np.ndarray, step: int
+) -> np.ndarray:
+    """Mark the left-out ``(pair, y)`` rows that ``z`` violates by more than :data:`ROW_GENERATION_TOL`.
+
+    ``step`` pairs are checked at once (the memory of a ``(step, M)`` block).
+    """
+    new = np.zeros_like(active)
+    for s in range(0, gi.size, step):
+        sl = slice(s, s + step)
+        new[sl] = (z[gi[sl]] - eb[sl, None] * z[gj[sl]] > ROW_GENERATION_TOL) & ~active[sl]
+    return new
 
 
 def solve_mdp_lp(
@@ -586,11 +639,59 @@ def solve_mdp_lp(
         the rounds add whatever is violated. Rows contracted into a group use the group's first.
     """
     t0 = time.perf_counter()
+    cost, pi, pj, b = _checked_mdp_inputs(cost, pairs_i, pairs_j, exponent, eta)
+    keep = pi != pj
+    pi, pj, b = pi[keep], pj[keep], b[keep]  # every given pair, for the exact repair of the solution
+    n_capped = int((b > MAX_EXPONENT).sum())
+    lp = _reduced_lp(cost, pi, pj, b, eta=eta, reduce=reduce)
+    n_kept = int(lp.gi.size)
+    # Without row generation every pair row starts active: one round, nothing left to add.
+    res, rounds = _solve_by_row_generation(
+        lp.gcost,
+        lp.gi,
+        lp.gj,
+        lp.gb,
+        eta=eta,
+        time_limit_s=time_limit_s,
+        solver=solver,
+        max_rows=max_rows,
+        initial_neighbours=initial_neighbours if row_generation else n_kept,
+        initial_entries=_group_first(initial_entries, lp.labels, lp.n_groups) if row_generation else None,
+        t_start=t0,
+    )
+    z = None
+    objective = float("nan")
+    repair_info: dict = {}
+    if res.success and res.x is not None:
+        z, repair_info = _repaired_rows(res.x.reshape(lp.gcost.shape), lp.labels, pi, pj, b)
+        objective = float((cost * z).sum())
+    return MdpLPResult(
+        lp=res,
+        z=z,
+        objective=objective,
+        n_pairs_given=int(pi.size),
+        n_pairs_implied=lp.n_implied,
+        n_pairs_kept=n_kept,
+        n_groups=lp.n_groups,
+        eta=float(eta),
+        build_time_s=rounds["build_time_s"],
+        extra={
+            "n_pairs_capped": n_capped if not (reduce and eta > 0) else 0,
+            "repair": repair_info,
+            **({"row_generation": rounds} if row_generation else {}),
+        },
+    )
+
+
+def _checked_mdp_inputs(
+    cost: np.ndarray, pairs_i: np.ndarray, pairs_j: np.ndarray, exponent: np.ndarray, eta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate :func:`solve_mdp_lp`'s arrays and floor; return ``cost`` (float) and the pairs (flat)."""
     cost = np.asarray(cost, dtype=float)
     if cost.ndim != 2:
         msg = f"The 'cost' parameter of solve_mdp_lp must be a 2-D array. Got shape {cost.shape} instead."
         raise ValueError(msg)
-    n_rows, m = cost.shape
+    m = cost.shape[1]
     pi = np.asarray(pairs_i, dtype=np.int64).ravel()
     pj = np.asarray(pairs_j, dtype=np.int64).ravel()
     b = np.asarray(exponent, dtype=float).ravel()
@@ -603,12 +704,27 @@ def solve_mdp_lp(
     if not (0.0 <= eta < 1.0 / m):
         msg = f"The 'eta' parameter of solve_mdp_lp must be in [0, 1/M) = [0, {1.0 / m:.3g}). Got {eta!r} instead."
         raise ValueError(msg)
-    keep = pi != pj
-    pi, pj, b = pi[keep], pj[keep], b[keep]
-    n_given = int(pi.size)
-    n_capped = int((b > MAX_EXPONENT).sum())
-    all_pi, all_pj, all_b = pi, pj, b  # every given pair, for the exact repair of the solution
+    return cost, pi, pj, b
 
+
+@dataclass(frozen=True)
+class _ReducedLP:
+    """The mDP LP after the exact reductions: rows contracted into groups, one pair row per group pair."""
+
+    n_implied: int  # pairs left out because the floor implies them
+    n_groups: int
+    labels: np.ndarray  # (R,) the group of every original row
+    gcost: np.ndarray  # (n_groups, M) sum of the members' costs (members share one row of z)
+    gi: np.ndarray  # pairs between groups, with their smallest exponent
+    gj: np.ndarray
+    gb: np.ndarray
+
+
+def _reduced_lp(
+    cost: np.ndarray, pi: np.ndarray, pj: np.ndarray, b: np.ndarray, *, eta: float, reduce: bool
+) -> _ReducedLP:
+    """Apply the exact reductions (``reduce``): leave out the pairs the floor implies, contract identical rows."""
+    n_rows, m = cost.shape
     n_implied = 0
     if reduce and eta > 0:
         implied = b >= -np.log(eta)
@@ -621,7 +737,14 @@ def solve_mdp_lp(
     # Group cost: sum of member rows' costs (members share one row of z).
     gcost = np.zeros((n_groups, m))
     np.add.at(gcost, labels, cost)
-    gi, gj = labels[pi], labels[pj]
+    gi, gj, gb = _group_pairs(labels[pi], labels[pj], b, n_groups)
+    return _ReducedLP(n_implied=n_implied, n_groups=n_groups, labels=labels, gcost=gcost, gi=gi, gj=gj, gb=gb)
+
+
+def _group_pairs(
+    gi: np.ndarray, gj: np.ndarray, b: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs between different groups, one per ordered pair of groups (its smallest exponent)."""
     between = gi != gj
     gi, gj, gb = gi[between], gj[between], b[between]
     if gi.size:
@@ -632,46 +755,15 @@ def solve_mdp_lp(
         first = np.ones(key.size, dtype=bool)
         first[1:] = key[1:] != key[:-1]
         gi, gj, gb = gi[first], gj[first], gb[first]
-    n_kept = int(gi.size)
+    return gi, gj, gb
 
-    # Without row generation every pair row starts active: one round, nothing left to add.
-    res, rounds = _solve_by_row_generation(
-        gcost,
-        gi,
-        gj,
-        gb,
-        eta=eta,
-        time_limit_s=time_limit_s,
-        solver=solver,
-        max_rows=max_rows,
-        initial_neighbours=initial_neighbours if row_generation else n_kept,
-        initial_entries=_group_first(initial_entries, labels, n_groups) if row_generation else None,
-        t_start=t0,
-    )
-    build = rounds["build_time_s"]
-    z = None
-    objective = float("nan")
-    repair_info: dict = {}
-    if res.success and res.x is not None:
-        zg = np.clip(res.x.reshape(n_groups, m), 0.0, None)
-        zg /= zg.sum(axis=1, keepdims=True)
-        exp_g = _group_exponents(n_groups, labels[all_pi], labels[all_pj], np.minimum(all_b, MAX_EXPONENT))
-        zg, repair_info = repair_to_exponents(zg, exp_g)
-        z = zg[labels]
-        objective = float((cost * z).sum())
-    return MdpLPResult(
-        lp=res,
-        z=z,
-        objective=objective,
-        n_pairs_given=n_given,
-        n_pairs_implied=n_implied,
-        n_pairs_kept=n_kept,
-        n_groups=n_groups,
-        eta=float(eta),
-        build_time_s=build,
-        extra={
-            "n_pairs_capped": n_capped if not (reduce and eta > 0) else 0,
-            "repair": repair_info,
-            **({"row_generation": rounds} if row_generation else {}),
-        },
-    )
+
+def _repaired_rows(
+    zg: np.ndarray, labels: np.ndarray, pi: np.ndarray, pj: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, dict]:
+    """Turn the LP's group rows into the original rows: clipped, renormalised, repaired exactly to every given pair."""
+    zg = np.clip(zg, 0.0, None)
+    zg /= zg.sum(axis=1, keepdims=True)
+    exp_g = _group_exponents(zg.shape[0], labels[pi], labels[pj], np.minimum(b, MAX_EXPONENT))
+    zg, repair_info = repair_to_exponents(zg, exp_g)
+    return zg[labels], repair_info

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import highspy
 import numpy as np
@@ -120,13 +121,26 @@ def repair_mdp(
     return repair_to_exponents(matrix, exponent, max_passes=max_passes, closed=True)
 
 
+#: The two-term rows of :func:`solve_two_term_lp`: ``v1 x[c1] + v2 x[c2] <= 0`` as ``(c1, v1, c2, v2)``.
+TwoTermPool = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def rank_in_groups(score: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Each element's rank within its ``group`` by increasing ``score`` (0: the smallest; ties by position)."""
+    order = np.lexsort((score, group))
+    sorted_group = group[order]
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size) - np.searchsorted(sorted_group, sorted_group, side="left")
+    return rank
+
+
 def solve_two_term_lp(
     cost: np.ndarray,
     equalities: sp.csr_matrix,
     rhs: np.ndarray,
     col_lo: np.ndarray,
     col_hi: np.ndarray,
-    pool: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    pool: TwoTermPool,
     group: np.ndarray,
     active: np.ndarray,
     *,
@@ -158,36 +172,16 @@ def solve_two_term_lp(
         round ``{"rows", "status", "time_s", "iterations", "rows_added", "rows_dropped", "check_s"}``.
     """
     t0 = time.perf_counter()
-    c1, v1, c2, v2 = pool
-    n_cols = cost.size
     k = equalities.shape[0]
     opts = {"simplex_dual_edge_weight_strategy": 1, **(options or {})}
 
-    def pool_rows(idx: np.ndarray) -> sp.csr_matrix:
-        n = idx.size
-        return sp.csr_matrix(
-            (
-                np.column_stack([v1[idx], v2[idx]]).ravel(),
-                np.column_stack([c1[idx], c2[idx]]).ravel(),
-                np.arange(0, 2 * n + 1, 2),
-            ),
-            shape=(n, n_cols),
-        )
-
     def fresh() -> highspy.Highs:
-        """Build the HiGHS model of the rows active now."""
-        a = sp.vstack([equalities, pool_rows(np.flatnonzero(active))], format="csr")
-        n_all = a.shape[0]
-        lo_b = np.concatenate([rhs, np.full(n_all - k, -np.inf)])
-        hi_b = np.concatenate([rhs, np.zeros(n_all - k)])
-        return highs_model(cost, a, lo_b, hi_b, col_lo, col_hi, solver=solver, options=opts)
+        return _two_term_model(cost, equalities, rhs, col_lo, col_hi, pool, active, solver=solver, options=opts)
 
     h = fresh()
+    rows = _PoolRowsInLP.of(active)
     rounds: list[dict] = []
     added = np.zeros(0, dtype=np.int64)
-    in_lp = np.flatnonzero(active)
-    born = np.zeros(in_lp.size, dtype=np.int64)
-    kept_once = np.zeros(active.size, dtype=bool)
     while True:
         tr = time.perf_counter()
         status, ok = run(h, time_limit_s - (tr - t0))
@@ -199,8 +193,7 @@ def solve_two_term_lp(
         }
         if not ok and added.size and "time limit" not in status.lower():
             h = fresh()  # its pool rows in pool order, all new
-            in_lp = np.flatnonzero(active)
-            born = np.full(in_lp.size, len(rounds))
+            rows.rebuilt(len(rounds))
             status, ok = run(h, time_limit_s - (time.perf_counter() - t0))
             entry.update(retried="fresh", status=status, time_s=time.perf_counter() - tr)
         rounds.append(entry)
@@ -210,38 +203,113 @@ def solve_two_term_lp(
         if not ok or active.all():
             return h, status, ok, rounds
         tc = time.perf_counter()
-        x = np.asarray(h.getSolution().col_value)
-        pos, neg = v1 * x[c1], -v2 * x[c2]
-        added = np.flatnonzero(~active & (pos - neg > ROW_GENERATION_TOL))
-        if added.size > 0 and per_entry > 0:
-            score = np.log(pos[added]) - np.log(np.maximum(neg[added], 1e-300))
-            o = np.lexsort((-score, group[added]))
-            g = group[added][o]
-            added = np.sort(added[o][np.arange(o.size) - np.searchsorted(g, g, side="left") < per_entry])
+        added = _violated_pool_rows(np.asarray(h.getSolution().col_value), pool, active, group, per_entry)
         entry["rows_added"] = int(added.size)
         if not added.size:
             entry["check_s"] = time.perf_counter() - tc
             return h, status, ok, rounds
         if drop_after > 0 and len(rounds) >= 2:
-            # Rows added ``drop_after`` or more rounds ago that are slack with a zero dual leave the LP (once
-            # only: a row dropped and violated again stays), so the basis stays small.
-            sol = h.getSolution()
-            duals = np.asarray(sol.row_dual)[k:]
-            vals = np.asarray(sol.row_value)[k:]
-            age = len(rounds) - born
-            drop = (np.abs(duals) < 1e-12) & (vals < -1e-7) & (age >= drop_after) & ~kept_once[in_lp]
-            if drop.any():
-                idx = np.flatnonzero(drop)
-                h.deleteRows(idx.size, (idx + k).astype(np.int32))
-                active[in_lp[idx]] = False
-                kept_once[in_lp[idx]] = True
-                in_lp = in_lp[~drop]
-                born = born[~drop]
-                entry["rows_dropped"] = int(idx.size)
-        active[added] = True
-        in_lp = np.concatenate([in_lp, added])
-        born = np.concatenate([born, np.full(added.size, len(rounds))])
-        new = pool_rows(added)
+            dropped = rows.drop_slack(h, k, len(rounds), drop_after)
+            if dropped:
+                entry["rows_dropped"] = dropped
+        rows.add(h, added, len(rounds), pool, cost.size)
+        entry["check_s"] = time.perf_counter() - tc
+
+
+def _pool_rows(pool: TwoTermPool, idx: np.ndarray, n_cols: int) -> sp.csr_matrix:
+    """Write the pool rows ``idx`` as a CSR matrix over ``n_cols`` columns (two entries a row)."""
+    c1, v1, c2, v2 = pool
+    n = idx.size
+    return sp.csr_matrix(
+        (
+            np.column_stack([v1[idx], v2[idx]]).ravel(),
+            np.column_stack([c1[idx], c2[idx]]).ravel(),
+            np.arange(0, 2 * n + 1, 2),
+        ),
+        shape=(n, n_cols),
+    )
+
+
+def _two_term_model(
+    cost: np.ndarray,
+    equalities: sp.csr_matrix,
+    rhs: np.ndarray,
+    col_lo: np.ndarray,
+    col_hi: np.ndarray,
+    pool: TwoTermPool,
+    active: np.ndarray,
+    *,
+    solver: str,
+    options: dict,
+) -> highspy.Highs:
+    """Build the HiGHS model of the equalities and the pool rows active now."""
+    k = equalities.shape[0]
+    a = sp.vstack([equalities, _pool_rows(pool, np.flatnonzero(active), cost.size)], format="csr")
+    n_all = a.shape[0]
+    lo_b = np.concatenate([rhs, np.full(n_all - k, -np.inf)])
+    hi_b = np.concatenate([rhs, np.zeros(n_all - k)])
+    return highs_model(cost, a, lo_b, hi_b, col_lo, col_hi, solver=solver, options=options)
+
+
+def _violated_pool_rows(
+    x: np.ndarray, pool: TwoTermPool, active: np.ndarray, group: np.ndarray, per_entry: int
+) -> np.ndarray:
+    """Left-out pool rows that ``x`` violates beyond the tolerance; per ``group`` the ``per_entry`` worst (0: all)."""
+    c1, v1, c2, v2 = pool
+    pos, neg = v1 * x[c1], -v2 * x[c2]
+    added = np.flatnonzero(~active & (pos - neg > ROW_GENERATION_TOL))
+    if added.size > 0 and per_entry > 0:
+        score = np.log(pos[added]) - np.log(np.maximum(neg[added], 1e-300))
+        added = added[rank_in_groups(-score, group[added]) < per_entry]
+    return added
+
+
+@dataclass
+class _PoolRowsInLP:
+    """Which pool rows the HiGHS model holds (after its equalities, in its row order) and since which round."""
+
+    active: np.ndarray  # (pool,) in the model now: the caller's array, updated in place
+    in_lp: np.ndarray  # the pool row of each model row after the equalities
+    born: np.ndarray  # the round each of them came in
+    kept_once: np.ndarray  # (pool,) dropped once already: back for good if violated again
+
+    @classmethod
+    def of(cls, active: np.ndarray) -> _PoolRowsInLP:
+        """Start with the first model's rows: the active ones, in pool order, from round 0."""
+        in_lp = np.flatnonzero(active)
+        return cls(active, in_lp, np.zeros(in_lp.size, dtype=np.int64), np.zeros(active.size, dtype=bool))
+
+    def rebuilt(self, round_no: int) -> None:
+        """Follow a model built afresh in round ``round_no``: its rows in pool order, all new."""
+        self.in_lp = np.flatnonzero(self.active)
+        self.born = np.full(self.in_lp.size, round_no)
+
+    def drop_slack(self, h: highspy.Highs, k: int, round_no: int, drop_after: int) -> int:
+        """Delete the rows at least ``drop_after`` rounds old, slack with a zero dual, not dropped before; how many.
+
+        Once only: a row dropped and violated again stays, so the rounds cannot cycle; the basis stays small.
+        """
+        sol = h.getSolution()
+        duals = np.asarray(sol.row_dual)[k:]
+        vals = np.asarray(sol.row_value)[k:]
+        age = round_no - self.born
+        drop = (np.abs(duals) < 1e-12) & (vals < -1e-7) & (age >= drop_after) & ~self.kept_once[self.in_lp]
+        if not drop.any():
+            return 0
+        idx = np.flatnonzero(drop)
+        h.deleteRows(idx.size, (idx + k).astype(np.int32))
+        self.active[self.in_lp[idx]] = False
+        self.kept_once[self.in_lp[idx]] = True
+        self.in_lp = self.in_lp[~drop]
+        self.born = self.born[~drop]
+        return int(idx.size)
+
+    def add(self, h: highspy.Highs, added: np.ndarray, round_no: int, pool: TwoTermPool, n_cols: int) -> None:
+        """Append the pool rows ``added`` to the model (a warm start from its basis)."""
+        self.active[added] = True
+        self.in_lp = np.concatenate([self.in_lp, added])
+        self.born = np.concatenate([self.born, np.full(added.size, round_no)])
+        new = _pool_rows(pool, added, n_cols)
         h.addRows(
             added.size,
             np.full(added.size, -np.inf),
@@ -251,4 +319,3 @@ def solve_two_term_lp(
             new.indices.astype(np.int32),
             new.data,
         )
-        entry["check_s"] = time.perf_counter() - tc

@@ -405,20 +405,21 @@ def build_laplace(
     }
     if method == "sampled":
         matrix = _sampled_matrix(x, y, out, eps_plane, n, np.random.default_rng(rng))
-        k = instance.n_records
-        se = np.sqrt(matrix * (1 - matrix) / n)
-        # DKW: for one row, sup_t |F_n - F| <= sqrt(ln(2/a) / (2n)) w.p. 1 - a; a cell is a difference
-        # of two CDF values (any fixed output order), so twice that; a union bound over the K rows.
-        alpha = 1.0 - confidence
-        details.update(
-            n_samples=n,
-            max_standard_error=float(se.max()),
-            dkw_bound=2.0 * float(np.sqrt(np.log(2.0 * k / alpha) / (2.0 * n))),
-            confidence=confidence,
-            n_zero_entries=int((matrix == 0).sum()),
-        )
+        details.update(_sampling_error(matrix, n, instance.n_records, confidence))
         return finish("laplace", eps, instance, matrix, "solved", t0, details)
-    points = np.stack([x, y], axis=1)
+    matrix, exact = _exact_matrix(np.stack([x, y], axis=1), out, eps_plane, instance.d_km, eps)
+    details.update(exact)
+    return finish("laplace", eps, instance, matrix, "solved", t0, details)
+
+
+def _exact_matrix(
+    points: np.ndarray, out: np.ndarray, eps_plane: float, d_km: np.ndarray, eps: float
+) -> tuple[np.ndarray, dict]:
+    """Compute the quadrature's matrix, floor it at :data:`FLOOR`, repair it to exactly eps-mDP; say what changed.
+
+    ``points`` are the records in the plane (km), ``out`` the outputs' positions among them; the noise uses
+    ``eps_plane``, the repair ``eps`` under the instance's metric ``d_km``.
+    """
     raw = planar_laplace_matrix(points, points[out], eps_plane)
     # Outputs sharing a position: their later copies keep a zero column (0/0 is no evidence).
     _, first = np.unique(points[out], axis=0, return_index=True)
@@ -427,26 +428,40 @@ def build_laplace(
     floored = live[None, :] & (raw < FLOOR)
     raw[floored] = FLOOR
     row_error = float(np.abs(raw.sum(axis=1) - 1.0).max())
-    matrix, info = repair_mdp(raw, instance.d_km, eps)
+    matrix, info = repair_mdp(raw, d_km, eps)
     moved = float(np.abs(matrix - raw / raw.sum(axis=1, keepdims=True)).sum(axis=1).max())
-    details.update(
-        quadrature={"nodes": N_NODES, "t_cut": T_CUT, "rule": "Gauss-Legendre per Voronoi edge"},
-        quadrature_tv_error_bound=QUADRATURE_TV_ERROR_BOUND,
-        quadrature_tv_error_note=(
+    return matrix, {
+        "quadrature": {"nodes": N_NODES, "t_cut": T_CUT, "rule": "Gauss-Legendre per Voronoi edge"},
+        "quadrature_tv_error_bound": QUADRATURE_TV_ERROR_BOUND,
+        "quadrature_tv_error_note": (
             "~25x the largest total-variation distance per row (4.2e-15) measured against a 64-node, "
             "T_CUT=80 reference on Neubrandenburg, Liechtenstein and Kotka (K <= 500, M = 100, eps 0.5 to "
             "50 per km); bench/bench_laplace.py --check remeasures it"
         ),
-        n_floored_entries=int(floored.sum()),
-        max_row_sum_error=row_error,
-        repair={
+        "n_floored_entries": int(floored.sum()),
+        "max_row_sum_error": row_error,
+        "repair": {
             "max_log_excess_before": float(info.get("max_log_excess_before", 0.0)),
             "mass_moved": moved,
             "passes": int(info.get("passes", 0)),
             "rows_renormalised": int(info.get("rows_renormalised", 0)),
         },
-    )
-    return finish("laplace", eps, instance, matrix, "solved", t0, details)
+    }
+
+
+def _sampling_error(matrix: np.ndarray, n: int, k: int, confidence: float) -> dict:
+    """Report a sampled matrix's error: the largest binomial standard error and a simultaneous DKW-style bound."""
+    se = np.sqrt(matrix * (1 - matrix) / n)
+    # DKW: for one row, sup_t |F_n - F| <= sqrt(ln(2/a) / (2n)) w.p. 1 - a; a cell is a difference
+    # of two CDF values (any fixed output order), so twice that; a union bound over the K rows.
+    alpha = 1.0 - confidence
+    return {
+        "n_samples": n,
+        "max_standard_error": float(se.max()),
+        "dkw_bound": 2.0 * float(np.sqrt(np.log(2.0 * k / alpha) / (2.0 * n))),
+        "confidence": confidence,
+        "n_zero_entries": int((matrix == 0).sum()),
+    }
 
 
 def _sampled_matrix(

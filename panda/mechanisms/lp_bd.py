@@ -33,7 +33,8 @@ what it is, e.g. ``"solved (paper's LP+BD: 0.8 km pairs, not eps-mDP, stopped at
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
@@ -247,53 +248,14 @@ def build_lp_bd(
         msg = f"The 'master_solver' parameter of build_lp_bd must be one of {SOLVERS}. Got {master_solver!r} instead."
         raise ValueError(msg)
     check_positive(time_limit_s, "time_limit_s", "build_lp_bd")
-    k_total, m = instance.n_records, instance.n_outputs
     gen = np.random.default_rng(rng)
     t0 = time.perf_counter()
     deadline = t0 + float(time_limit_s)
-
-    def left() -> float:
-        return deadline - time.perf_counter()
-
-    d = instance.d_km
-    pi, pj, b, info = mdp_pairs(d, eps, eta=eta, neighbour_radius_km=radius)
+    pi, pj, b, info = mdp_pairs(instance.d_km, eps, eta=eta, neighbour_radius_km=radius)
     weighted = instance.prior[:, None] * instance.cost_m
-    x, y = local_plane_km(instance.lon, instance.lat, float(np.mean(instance.lon)), float(np.mean(instance.lat)))
-    labels = kmeans_labels(np.stack([x, y], axis=1), n_clusters, rng=gen)
-    crossing = labels[pi] != labels[pj]
-    is_boundary = np.zeros(k_total, dtype=bool)
-    is_boundary[pi[crossing]] = True
-    is_boundary[pj[crossing]] = True
-    boundary = np.flatnonzero(is_boundary)
-    n_b = boundary.size
-    master_row_of = np.full(k_total, -1, dtype=np.int64)
-    master_row_of[boundary] = np.arange(n_b)
-
-    # Master: z_B (n_b * m columns) then theta (one per cluster with interior records).
-    clusters = [np.flatnonzero((labels == c) & ~is_boundary) for c in range(int(labels.max()) + 1)]
-    clusters = [c for c in clusters if c.size]
-    n_theta = len(clusters)
-    bb = is_boundary[pi] & is_boundary[pj]
-    eq_r = np.repeat(np.arange(n_b), m)
-    eq_c = np.arange(n_b * m)
-    pr, pc, pv = _pair_rows(pi[bb], pj[bb], b[bb], master_row_of, m, n_b)
-    n_mrows = n_b + int(bb.sum()) * m
-    n_mcols = n_b * m + n_theta
-    a = sp.csr_matrix(
-        (np.concatenate([np.ones(n_b * m), pv]), (np.concatenate([eq_r, pr]), np.concatenate([eq_c, pc]))),
-        shape=(n_mrows, n_mcols),
-    )
-    master = highs_model(
-        np.concatenate([weighted[boundary].ravel(), np.ones(n_theta)]),
-        a,
-        np.concatenate([np.ones(n_b), np.full(n_mrows - n_b, -np.inf)]),
-        np.concatenate([np.ones(n_b), np.zeros(n_mrows - n_b)]),
-        np.concatenate([np.full(n_b * m, eta), np.zeros(n_theta)]),
-        np.concatenate([np.ones(n_b * m), np.full(n_theta, np.inf)]),
-        solver=master_solver,
-    )
-    subs = [_build_sub(c, pi, pj, b, weighted, master_row_of, eta) for c in clusters]
-
+    split = _split(instance, pi, pj, n_clusters, gen)
+    master = _build_master(split, pi, pj, b, weighted, eta, master_solver)
+    subs = [_build_sub(c, pi, pj, b, weighted, split.master_row_of, eta) for c in split.clusters]
     label = lp_bd_label(radius)
     details: dict = {
         **info,
@@ -307,42 +269,186 @@ def build_lp_bd(
         "eta": eta,
         "gap_target": float(gap),
         "max_iterations": max_it,
-        "n_clusters": int(labels.max()) + 1,
-        "n_subproblems": n_theta,
-        "n_boundary": int(n_b),
-        "n_interior": int(k_total - n_b),
-        "n_crossing_pairs": int(crossing.sum()),
+        **split.counts(),
         "solver": f"master: {master_solver}, then warm-started simplex; subproblems: warm-started simplex",
     }
-    lb, ub = -np.inf, np.inf
+    run = _Benders()
+    run.iterate(master, subs, split.boundary, weighted, gap=gap, max_it=max_it, deadline=deadline, t0=t0)
+    return _result(run, eps, instance, radius, label, details, t0)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """The records split into clusters: the boundary rows (the master's) and each cluster's interior."""
+
+    labels: np.ndarray  # (K,) k-means cluster of every record
+    is_boundary: np.ndarray  # (K,) records with a constrained pair crossing clusters
+    boundary: np.ndarray  # their positions, in record order
+    master_row_of: np.ndarray  # (K,) row among the boundary rows (-1: interior)
+    clusters: list[np.ndarray]  # interior records of each cluster that has some
+    n_crossing: int  # constrained pairs crossing clusters
+
+    def counts(self) -> dict:
+        """Return the split's counts for ``details``."""
+        return {
+            "n_clusters": int(self.labels.max()) + 1,
+            "n_subproblems": len(self.clusters),
+            "n_boundary": int(self.boundary.size),
+            "n_interior": int(self.is_boundary.size - self.boundary.size),
+            "n_crossing_pairs": self.n_crossing,
+        }
+
+
+def _split(instance: Instance, pi: np.ndarray, pj: np.ndarray, n_clusters: int, gen: np.random.Generator) -> _Split:
+    """Cluster the records (k-means in the plane) and find the boundary records, whose pairs cross clusters."""
+    k_total = instance.n_records
+    x, y = local_plane_km(instance.lon, instance.lat, float(np.mean(instance.lon)), float(np.mean(instance.lat)))
+    labels = kmeans_labels(np.stack([x, y], axis=1), n_clusters, rng=gen)
+    crossing = labels[pi] != labels[pj]
+    is_boundary = np.zeros(k_total, dtype=bool)
+    is_boundary[pi[crossing]] = True
+    is_boundary[pj[crossing]] = True
+    boundary = np.flatnonzero(is_boundary)
+    master_row_of = np.full(k_total, -1, dtype=np.int64)
+    master_row_of[boundary] = np.arange(boundary.size)
+    clusters = [np.flatnonzero((labels == c) & ~is_boundary) for c in range(int(labels.max()) + 1)]
+    return _Split(
+        labels=labels,
+        is_boundary=is_boundary,
+        boundary=boundary,
+        master_row_of=master_row_of,
+        clusters=[c for c in clusters if c.size],
+        n_crossing=int(crossing.sum()),
+    )
+
+
+def _build_master(
+    split: _Split,
+    pi: np.ndarray,
+    pj: np.ndarray,
+    b: np.ndarray,
+    weighted: np.ndarray,
+    eta: float,
+    solver: str,
+) -> highspy.Highs:
+    """Build the master LP: z_B (``n_b * m`` columns) then one theta per cluster with interior records.
+
+    Its rows: the boundary rows' sums and the pairs among boundary records; the cuts come later.
+    """
+    m = weighted.shape[1]
+    boundary, n_theta = split.boundary, len(split.clusters)
+    n_b = boundary.size
+    bb = split.is_boundary[pi] & split.is_boundary[pj]
+    eq_r = np.repeat(np.arange(n_b), m)
+    eq_c = np.arange(n_b * m)
+    pr, pc, pv = _pair_rows(pi[bb], pj[bb], b[bb], split.master_row_of, m, n_b)
+    n_mrows = n_b + int(bb.sum()) * m
+    n_mcols = n_b * m + n_theta
+    a = sp.csr_matrix(
+        (np.concatenate([np.ones(n_b * m), pv]), (np.concatenate([eq_r, pr]), np.concatenate([eq_c, pc]))),
+        shape=(n_mrows, n_mcols),
+    )
+    return highs_model(
+        np.concatenate([weighted[boundary].ravel(), np.ones(n_theta)]),
+        a,
+        np.concatenate([np.ones(n_b), np.full(n_mrows - n_b, -np.inf)]),
+        np.concatenate([np.ones(n_b), np.zeros(n_mrows - n_b)]),
+        np.concatenate([np.full(n_b * m, eta), np.zeros(n_theta)]),
+        np.concatenate([np.ones(n_b * m), np.full(n_theta, np.inf)]),
+        solver=solver,
+    )
+
+
+@dataclass
+class _Benders:
+    """The Benders iterations: bounds, the best feasible point, the cuts added, and how they ended."""
+
+    lb: float = -np.inf
+    ub: float = np.inf
     best: np.ndarray | None = None
-    n_opt_cuts = n_feas_cuts = 0
-    iteration = 0
-    status = stopped_by = ""
-    history: list[tuple[float, float]] = []
-    while True:
-        if left() <= 0:
-            status = f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
-            break
-        iteration += 1
-        if iteration == 2:
-            master.setOptionValue("solver", "simplex")  # warm starts from the first solve's basis
-        mstat, ok = highs_run(master, left())
-        if not ok:
-            status = (
-                f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
-                if "time limit" in mstat.lower()
-                else f"failed: master LP {mstat!r}"
-            )
-            break
-        sol = np.asarray(master.getSolution().col_value)
-        lb = max(lb, float(master.getInfo().objective_function_value))
-        z_b = sol[: n_b * m].reshape(n_b, m)
-        theta = sol[n_b * m :]
-        total = float((weighted[boundary] * z_b).sum())  # the boundary cost, once
+    n_opt_cuts: int = 0
+    n_feas_cuts: int = 0
+    iteration: int = 0
+    status: str = ""  # set when the iterations end without the stopping rule: unsolved or failed
+    stopped_by: str = ""  # "gap" or "iterations" when the stopping rule ended them
+    history: list[tuple[float, float]] = field(default_factory=list)
+
+    def iterate(
+        self,
+        master: highspy.Highs,
+        subs: list[_Sub],
+        boundary: np.ndarray,
+        weighted: np.ndarray,
+        *,
+        gap: float,
+        max_it: int,
+        deadline: float,
+        t0: float,
+    ) -> None:
+        """Solve the master, then every subproblem at its z_B (adding cuts), until the stopping rule or a failure."""
+        k_total, m = weighted.shape
+        n_b = boundary.size
+
+        def left() -> float:
+            return deadline - time.perf_counter()
+
+        while True:
+            if left() <= 0:
+                self.status = f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
+                break
+            self.iteration += 1
+            if self.iteration == 2:
+                master.setOptionValue("solver", "simplex")  # warm starts from the first solve's basis
+            mstat, ok = highs_run(master, left())
+            if not ok:
+                self.status = (
+                    f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
+                    if "time limit" in mstat.lower()
+                    else f"failed: master LP {mstat!r}"
+                )
+                break
+            sol = np.asarray(master.getSolution().col_value)
+            self.lb = max(self.lb, float(master.getInfo().objective_function_value))
+            z_b = sol[: n_b * m].reshape(n_b, m)
+            theta = sol[n_b * m :]
+            total = float((weighted[boundary] * z_b).sum())  # the boundary cost, once
+            z_full = np.zeros((k_total, m))
+            z_full[boundary] = z_b
+            total, feasible, timed_out = self._solve_subproblems(master, subs, z_b, theta, total, z_full, left)
+            if timed_out:
+                self.status = f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
+                break
+            if self.status:
+                break
+            if feasible and total < self.ub:
+                self.ub = total
+                self.best = z_full
+            self.history.append((self.lb, self.ub))
+            if np.isfinite(self.ub) and self.ub - self.lb <= gap * max(self.ub, 1e-12):
+                self.stopped_by = "gap"
+                break
+            if self.iteration >= max_it:
+                self.stopped_by = "iterations"
+                break
+
+    def _solve_subproblems(
+        self,
+        master: highspy.Highs,
+        subs: list[_Sub],
+        z_b: np.ndarray,
+        theta: np.ndarray,
+        total: float,
+        z_full: np.ndarray,
+        left: Callable[[], float],
+    ) -> tuple[float, bool, bool]:
+        """Solve each cluster's subproblem at ``z_b``, fill its rows of ``z_full``, add the cuts they give.
+
+        Returns the point's cost (``total`` plus the subproblems'), whether every subproblem was feasible,
+        and whether the time ran out; a failure sets :attr:`status`.
+        """
+        m = z_b.shape[1]
+        theta_col0 = z_b.size
         feasible = True
-        z_full = np.zeros((k_total, m))
-        z_full[boundary] = z_b
         timed_out = False
         for k, sub in enumerate(subs):
             fixed_vals = z_b[sub.fixed_master_rows].ravel()
@@ -357,39 +463,32 @@ def build_lp_bd(
                 z_full[sub.interior] = np.asarray(s.col_value)[: sub.n_var_cols].reshape(-1, m)
                 total += phi
                 if phi > theta[k] + 1e-9 * max(1.0, abs(phi)):
-                    _add_cut(master, sub, g, fixed_vals, phi, m, theta_col=n_b * m + k, feasibility=False)
-                    n_opt_cuts += 1
+                    _add_cut(master, sub, g, fixed_vals, phi, m, theta_col=theta_col0 + k, feasibility=False)
+                    self.n_opt_cuts += 1
             elif "infeasible" in sstat.lower():
                 feasible = False
                 pstat, ok1 = _fix_and_solve(sub.phase1, sub.n_var_cols, fixed_vals, left())
                 if not ok1:
                     timed_out = "time limit" in pstat.lower()
-                    status = status or f"failed: phase-1 LP {pstat!r}"
+                    self.status = self.status or f"failed: phase-1 LP {pstat!r}"
                     break
                 psi = float(sub.phase1.getInfo().objective_function_value)
                 n_fix_cols = fixed_vals.size
                 g = np.asarray(sub.phase1.getSolution().col_dual)[sub.n_var_cols : sub.n_var_cols + n_fix_cols]
                 _add_cut(master, sub, g, fixed_vals, psi, m, theta_col=None, feasibility=True)
-                n_feas_cuts += 1
+                self.n_feas_cuts += 1
             else:
                 timed_out = "time limit" in sstat.lower()
-                status = status or f"failed: subproblem LP {sstat!r}"
+                self.status = self.status or f"failed: subproblem LP {sstat!r}"
                 break
-        if timed_out:
-            status = f"unsolved: time limit after {time.perf_counter() - t0:.1f} s"
-            break
-        if status:
-            break
-        if feasible and total < ub:
-            ub = total
-            best = z_full
-        history.append((lb, ub))
-        if np.isfinite(ub) and ub - lb <= gap * max(ub, 1e-12):
-            stopped_by = "gap"
-            break
-        if iteration >= max_it:
-            stopped_by = "iterations"
-            break
+        return total, feasible, timed_out
+
+
+def _result(
+    run: _Benders, eps: float, instance: Instance, radius: float, label: str, details: dict, t0: float
+) -> MechanismResult:
+    """Report the iterations: the best point as the mechanism when the stopping rule was met, else no matrix."""
+    lb, ub, best, stopped_by, iteration, status = run.lb, run.ub, run.best, run.stopped_by, run.iteration, run.status
     reached = max(0.0, (ub - lb) / ub) if np.isfinite(ub) and ub > 0 else (0.0 if ub == 0 else float("inf"))
     details.update(
         iterations=iteration,
@@ -398,9 +497,9 @@ def build_lp_bd(
         upper_bound_m=float(ub),
         gap=float(reached),
         gap_reached=float(reached),
-        n_optimality_cuts=n_opt_cuts,
-        n_feasibility_cuts=n_feas_cuts,
-        bounds_history=history,
+        n_optimality_cuts=run.n_opt_cuts,
+        n_feasibility_cuts=run.n_feas_cuts,
+        bounds_history=run.history,
     )
     if stopped_by and best is None:
         status = f"unsolved: no feasible point after {iteration} iterations ({label})"

@@ -25,12 +25,21 @@ import scipy.sparse as sp
 
 from panda.instance import Instance
 from panda.lp import MAX_EXPONENT, ROW_GENERATION_TOL, SOLVERS, solve_mdp_lp
-from panda.mechanisms._common import check_positive, finish, repair_mdp, solve_two_term_lp, unsolved_status
+from panda.mechanisms._common import (
+    check_positive,
+    finish,
+    rank_in_groups,
+    repair_mdp,
+    solve_two_term_lp,
+    unsolved_status,
+)
 from panda.mechanisms.base import MechanismResult, check_epsilon
 from panda.mechanisms.lp_full import check_eta, mdp_pairs
 from panda.network import haversine_km
 
 __all__ = ["build_lp_ca", "grid_cells"]
+
+_GUARANTEE = "eps-mDP between representatives only; records are audited separately"
 
 
 def grid_cells(lon: np.ndarray, lat: np.ndarray, grid: int) -> tuple[np.ndarray, np.ndarray]:
@@ -107,43 +116,10 @@ def build_lp_ca(
         msg = f"The 'solver' parameter of build_lp_ca must be one of {SOLVERS}. Got {solver!r} instead."
         raise ValueError(msg)
     t0 = time.perf_counter()
-    cell, reps = grid_cells(instance.lon, instance.lat, g)
-    # Row of the LP for every record: the rank of its cell among the non-empty cells.
-    row_of = np.searchsorted(cell[reps], cell)
-    weighted = instance.prior[:, None] * instance.cost_m
-    cost = np.zeros((reps.size, instance.n_outputs))
-    np.add.at(cost, row_of, weighted)
+    reps, row_of, cost = _cells_and_costs(instance, g)
     d_reps = instance.distances_km(reps, reps)
     pi, pj, b, info = mdp_pairs(d_reps, eps * scale, eta=eta)
-    if row_generation:
-        z_lp, status, ok, rg = _solve_by_rows(
-            instance, reps, cost, pi, pj, b, eta, time_limit_s - (time.perf_counter() - t0), initial_pairs, per_entry
-        )
-        details: dict = {
-            "grid": g,
-            "exponent_scale": scale,
-            "n_cells": int(reps.size),
-            "representatives": reps,
-            "cell_of_record": row_of,
-            "eta": eta,
-            "n_pairs": info["n_pairs"],
-            "lp_status": status,
-            "lp_time_s": float(sum(e["time_s"] for e in rg["rounds"])),
-            "lp_rows": rg["rounds"][-1]["rows"],
-            "lp_rows_full": int(reps.size + pi.size * instance.n_outputs),
-            "solver": "simplex (row generation)",
-            "row_generation": rg,
-            "guarantee": "eps-mDP between representatives only; records are audited separately",
-        }
-        if not ok or z_lp is None:
-            return finish("lp-ca", eps, instance, None, unsolved_status(status, time.perf_counter() - t0), t0, details)
-        details["objective_m"] = float((cost * z_lp).sum())
-        tr = time.perf_counter()
-        z, details["repair"] = repair_mdp(z_lp, d_reps, eps * scale)
-        details["repair_s"] = time.perf_counter() - tr
-        return finish("lp-ca", eps, instance, z[row_of], "solved", t0, details)
-    res = solve_mdp_lp(cost, pi, pj, b, eta=eta, time_limit_s=time_limit_s, solver=solver)
-    details = {
+    cells = {
         "grid": g,
         "exponent_scale": scale,
         "n_cells": int(reps.size),
@@ -151,19 +127,100 @@ def build_lp_ca(
         "cell_of_record": row_of,
         "eta": eta,
         "n_pairs": info["n_pairs"],
+    }
+    if row_generation:
+        remaining = time_limit_s - (time.perf_counter() - t0)
+        z_lp, status, details = _by_row_generation(
+            instance, reps, cost, pi, pj, b, eta, remaining, initial_pairs, per_entry, cells
+        )
+    else:
+        z_lp, status, details = _by_one_lp(cost, pi, pj, b, eta, time_limit_s, solver, cells)
+    if z_lp is None:
+        return finish("lp-ca", eps, instance, None, unsolved_status(status, time.perf_counter() - t0), t0, details)
+    tr = time.perf_counter()
+    z, details["repair"] = repair_mdp(z_lp, d_reps, eps * scale)
+    if row_generation:
+        details["repair_s"] = time.perf_counter() - tr
+    return finish("lp-ca", eps, instance, z[row_of], "solved", t0, details)
+
+
+def _cells_and_costs(instance: Instance, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group the records by grid cell: representatives, each record's LP row, and each row's cost.
+
+    A row's cost is the sum of its members' ``prior[x] * cost_m[x, y]`` (the exact loss of the mechanism).
+    """
+    cell, reps = grid_cells(instance.lon, instance.lat, g)
+    # Row of the LP for every record: the rank of its cell among the non-empty cells.
+    row_of = np.searchsorted(cell[reps], cell)
+    weighted = instance.prior[:, None] * instance.cost_m
+    cost = np.zeros((reps.size, instance.n_outputs))
+    np.add.at(cost, row_of, weighted)
+    return reps, row_of, cost
+
+
+def _by_row_generation(
+    instance: Instance,
+    reps: np.ndarray,
+    cost: np.ndarray,
+    pi: np.ndarray,
+    pj: np.ndarray,
+    b: np.ndarray,
+    eta: float,
+    time_limit_s: float,
+    initial_pairs: int,
+    per_entry: int,
+    cells: dict,
+) -> tuple[np.ndarray | None, str, dict]:
+    """Solve the cells' LP by row generation (:func:`_solve_by_rows`).
+
+    Returns ``(z, HiGHS status, details)``: ``z`` is ``None`` unless solved; ``details`` are ``cells`` and the
+    LP's facts.
+    """
+    z_lp, status, ok, rg = _solve_by_rows(instance, reps, cost, pi, pj, b, eta, time_limit_s, initial_pairs, per_entry)
+    details: dict = {
+        **cells,
+        "lp_status": status,
+        "lp_time_s": float(sum(e["time_s"] for e in rg["rounds"])),
+        "lp_rows": rg["rounds"][-1]["rows"],
+        "lp_rows_full": int(reps.size + pi.size * instance.n_outputs),
+        "solver": "simplex (row generation)",
+        "row_generation": rg,
+        "guarantee": _GUARANTEE,
+    }
+    if not ok or z_lp is None:
+        return None, status, details
+    details["objective_m"] = float((cost * z_lp).sum())
+    return z_lp, status, details
+
+
+def _by_one_lp(
+    cost: np.ndarray,
+    pi: np.ndarray,
+    pj: np.ndarray,
+    b: np.ndarray,
+    eta: float,
+    time_limit_s: float,
+    solver: str,
+    cells: dict,
+) -> tuple[np.ndarray | None, str, dict]:
+    """Solve the cells' LP with every pair row at once (:func:`panda.lp.solve_mdp_lp`).
+
+    Returns ``(z, HiGHS status, details)``: ``z`` is ``None`` unless solved; ``details`` are ``cells`` and the
+    LP's facts.
+    """
+    res = solve_mdp_lp(cost, pi, pj, b, eta=eta, time_limit_s=time_limit_s, solver=solver)
+    details = {
+        **cells,
         "n_pairs_kept": res.n_pairs_kept,
         "lp_status": res.lp.status,
         "lp_time_s": res.lp.time_s,
         "solver": solver,
         "objective_m": res.objective,
-        "guarantee": "eps-mDP between representatives only; records are audited separately",
+        "guarantee": _GUARANTEE,
     }
     if not res.success or res.z is None:
-        return finish(
-            "lp-ca", eps, instance, None, unsolved_status(res.lp.status, time.perf_counter() - t0), t0, details
-        )
-    z, details["repair"] = repair_mdp(res.z, d_reps, eps * scale)
-    return finish("lp-ca", eps, instance, z[row_of], "solved", t0, details)
+        return None, res.lp.status, details
+    return res.z, res.lp.status, details
 
 
 def _solve_by_rows(
@@ -197,11 +254,7 @@ def _solve_by_rows(
     d_out = instance.distances_km(reps, instance.outputs)  # (cells, M)
     d_cells = instance.distances_km(reps, reps)
     excess = d_out[pi[pp], py] + d_cells[pi[pp], pj[pp]] - d_out[pj[pp], py]
-    order = np.lexsort((excess, c2))
-    cb = c2[order]
-    rank = np.empty(pp.size, dtype=np.int64)
-    rank[order] = np.arange(pp.size) - np.searchsorted(cb, cb, side="left")
-    active = rank < initial_pairs
+    active = rank_in_groups(excess, c2) < initial_pairs
     sums = sp.csr_matrix((np.ones(n * m), np.arange(n * m), np.arange(0, n * m + 1, m)), shape=(n, n * m))
     h, status, ok, rounds = solve_two_term_lp(
         cost.ravel(),

@@ -55,6 +55,7 @@ docs/benchmarks.md, "The Lesson's menu on its default view").
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -62,10 +63,12 @@ import scipy.sparse as sp
 from panda.instance import Instance
 from panda.lp import ROW_GENERATION_TOL, SOLVERS
 from panda.mechanisms._common import (
+    TwoTermPool,
     check_positive,
     finish,
     highs_run,
     output_distances_km,
+    rank_in_groups,
     repair_mdp,
     solve_two_term_lp,
     unsolved_status,
@@ -128,115 +131,19 @@ def build_lp_em(
         msg = f"The 'solver' parameter of build_lp_em must be one of {SOLVERS}. Got {solver!r} instead."
         raise ValueError(msg)
     t0 = time.perf_counter()
-    k, m = instance.n_records, instance.n_outputs
-    r = min(r, k)
-    d = instance.d_km
-    d_out = output_distances_km(instance)
-    em = em_matrix(d_out, eps)
-    with np.errstate(divide="ignore"):
-        log_em = np.log(em)
-    weighted = instance.prior[:, None] * instance.cost_m
-
-    # Candidates: r nearest records of every output (stable: ties broken by position).
-    cand = np.argsort(d_out, axis=0, kind="stable")[:r].T  # (M, r)
-    # A candidate whose EM entry is below the floor stays in the tail: its LP variable is fixed at 0
-    # and not used. (Floored at _FLOOR it would have to exceed EM's own value, and where its box
-    # against the tail lies below the floor the LP would be infeasible, as it is at large eps.)
-    valid = em[cand, np.arange(m)[:, None]] >= _FLOOR  # (M, r); an output's own record is always valid
-    is_cand = np.zeros((k, m), dtype=bool)
-    is_cand[cand[valid], np.nonzero(valid)[0]] = True
-    # Variable columns: z for candidate entries (in (y, rank) order), then mu_y.
-    zc_row = cand.ravel()
-    zc_y = np.repeat(np.arange(m), r)
-    zc_valid = valid.ravel()
-    n_z = r * m
-    col_mu = n_z + np.arange(m)
-    has_tail = ~is_cand.all(axis=0)
-
-    # Column scale s_y: the largest tail value of column y (tail coefficients <= 1 after scaling).
-    tail_log = np.where(is_cand, -np.inf, log_em)
-    log_s = np.where(has_tail, tail_log.max(axis=0), 0.0)
-    coef_tail = np.exp(tail_log - log_s[None, :])  # (K, M); 0 on candidate entries
-
-    # Boxes: log of lam_y * [max_x' e^{-eps d(x,x')} E[x',y], min_x' e^{eps d(x,x')} E[x',y]], scaled.
-    lo_box = np.zeros(n_z)
-    hi_box = np.zeros(n_z)
-    for y in np.flatnonzero(has_tail):
-        out = np.flatnonzero(~is_cand[:, y])
-        dd = eps * d[np.ix_(cand[y], out)]
-        le = log_em[out, y] - log_s[y]
-        hi_box[y * r : (y + 1) * r] = np.min(dd + le[None, :], axis=1)
-        lo_box[y * r : (y + 1) * r] = np.max(le[None, :] - dd, axis=1)
-    n_hi_clipped = int((hi_box > np.log(_HUGE)).sum())
-    n_lo_clipped = int((lo_box < np.log(_TINY)).sum())
-    hi_coef = np.exp(np.minimum(hi_box, np.log(_HUGE)))
-    lo_coef = np.minimum(np.exp(np.maximum(lo_box, np.log(_TINY))), hi_coef)
-
-    # 1. Row sums (scaled so the largest coefficient of each row is 1): always in the LP.
-    tail_r, tail_y = np.nonzero(coef_tail > 0)
-    row_max = np.maximum(is_cand.any(axis=1).astype(float), coef_tail.max(axis=1))  # candidate coefficients are 1
-    tail_v = coef_tail[tail_r, tail_y] / row_max[tail_r]
-    keep = tail_v >= _TINY
-    n_dropped = int((~keep).sum())
-    rhs_rows = 1.0 / row_max
-    sums = sp.csr_matrix(
-        (
-            np.concatenate([1.0 / row_max[zc_row[zc_valid]], tail_v[keep]]),
-            (
-                np.concatenate([zc_row[zc_valid], tail_r[keep]]),
-                np.concatenate([np.flatnonzero(zc_valid), col_mu[tail_y[keep]]]),
-            ),
-        ),
-        shape=(k, n_z + m),
-    )
-    # Every other row has two terms, ``v1 x[c1] + v2 x[c2] <= 0`` with v1 > 0 > v2 (the "pool"):
-    # 2. Candidate pairs: z[a, y] - e^{eps d(a, b)} z[b, y] <= 0 for ordered a != b in N(y).
-    #    Candidate entries are floored at _FLOOR, so a pair with e^{eps d} >= 1 / _FLOOR holds by the
-    #    bounds alone (z[a, y] <= 1 <= e^{eps d} _FLOOR <= e^{eps d} z[b, y]) and is left out.
-    ia, ib = np.nonzero(~np.eye(r, dtype=bool))
-    pair_exp = eps * d[cand[:, ia], cand[:, ib]]  # (M, r(r-1))
-    written = (pair_exp < -np.log(_FLOOR)) & valid[:, ia] & valid[:, ib]
-    n_pair_implied = int((~written & valid[:, ia] & valid[:, ib]).sum())
-    py, pk = np.nonzero(written)
-    n_pairs = py.size
-    # 3. Boxes against the tail (only outputs with a tail): z - hi mu <= 0 and lo mu - z <= 0.
-    boxed = np.flatnonzero(np.asarray(has_tail)[zc_y] & zc_valid)
-    nb = boxed.size
-    mu_of = col_mu[zc_y[boxed]]
-    c1 = np.concatenate([py * r + ia[pk], boxed, mu_of])
-    c2 = np.concatenate([py * r + ib[pk], mu_of, boxed])
-    v1 = np.concatenate([np.ones(n_pairs), np.ones(nb), lo_coef[boxed]])
-    v2 = -np.concatenate([np.exp(pair_exp[py, pk]), hi_coef[boxed], np.ones(nb)])
-    z_of = np.concatenate([c1[: n_pairs + nb], boxed])  # the candidate entry each row bounds
-    n_pool = c1.size
-    if row_generation:
-        # The first round: for each candidate entry z[b, y], the pair rows z[a, y] <= e^{eps d(a, b)} z[b, y]
-        # of its ``initial_pairs`` fellow candidates a that lie most nearly between b and the output
-        # (least d(y, a) + d(a, b) - d(y, b)): a mechanism that falls off with the distance from the output
-        # binds those. No box: the rounds add what the solutions violate.
-        dy = d_out[cand, np.arange(m)[:, None]]  # (M, r)
-        excess = dy[py, ia[pk]] + pair_exp[py, pk] / eps - dy[py, ib[pk]]
-        order = np.lexsort((excess, c2[:n_pairs]))
-        cb = c2[:n_pairs][order]
-        rank = np.empty(n_pairs, dtype=np.int64)
-        rank[order] = np.arange(n_pairs) - np.searchsorted(cb, cb, side="left")
-        active = np.concatenate([rank < initial_pairs, np.zeros(2 * nb, dtype=bool)])
-    else:
-        active = np.ones(n_pool, dtype=bool)
-
-    cost = np.concatenate([weighted[zc_row, zc_y], (weighted * coef_tail).sum(axis=0)])
-    col_hi = np.concatenate([np.where(zc_valid, 1.0, 0.0), np.where(has_tail, 1.0, 0.0)])
-    col_lo = np.concatenate([np.where(zc_valid, _FLOOR, 0.0), np.zeros(m)])
+    r = min(r, instance.n_records)
+    cands = _candidates(instance, eps, r)
+    lp = _lp_model(instance, eps, cands, row_generation=row_generation, initial_pairs=initial_pairs)
     build_s = time.perf_counter() - t0
     h, status, ok, rounds = solve_two_term_lp(
-        cost,
-        sums,
-        rhs_rows,
-        col_lo,
-        col_hi,
-        (c1, v1, c2, v2),
-        z_of,
-        active,
+        lp.cost,
+        lp.sums,
+        lp.rhs_rows,
+        lp.col_lo,
+        lp.col_hi,
+        lp.pool,
+        lp.z_of,
+        lp.active,
         time_limit_s=time_limit_s - build_s,
         solver=solver,
         per_entry=per_entry,
@@ -247,8 +154,8 @@ def build_lp_em(
     details: dict = {
         "n_candidates": r,
         "lp_rows": int(h.getNumRow()),
-        "lp_rows_full": int(k + n_pool),
-        "lp_cols": int(n_z + m),
+        "lp_rows_full": int(instance.n_records + lp.pool[0].size),
+        "lp_cols": int(cands.n_z + instance.n_outputs),
         "lp_status": status,
         "solver": solver,
         "build_s": build_s,
@@ -262,26 +169,211 @@ def build_lp_em(
         if row_generation
         else None,
         "tail": "lam_y * EM(eps d / 2), one scale per output",
-        "numerics": {
-            "column_scale": "mu_y = lam_y * max tail value of column y",
-            "row_sum_coefficients_dropped_below_1e-12": n_dropped,
-            "box_upper_lowered_to_1e12": n_hi_clipped,
-            "box_lower_raised_to_1e-12": n_lo_clipped,
-            "candidate_floor": _FLOOR,
-            "candidates_left_in_tail_below_floor": int((~valid).sum()),
-            "candidate_pairs_implied_by_floor": n_pair_implied,
-        },
+        "numerics": lp.numerics,
     }
     if not ok:
         return finish("lp-em", eps, instance, None, unsolved_status(status, time.perf_counter() - t0), t0, details)
     x = np.asarray(h.getSolution().col_value)
     details["objective_m"] = float(h.getInfo().objective_function_value)
     tr = time.perf_counter()
-    mu = np.clip(x[n_z:], 0.0, None)
-    matrix = coef_tail * mu[None, :]
-    matrix[zc_row[zc_valid], zc_y[zc_valid]] = np.clip(x[:n_z][zc_valid], 0.0, None)
-    details["tail_scale_lam"] = mu * np.exp(-log_s)
+    matrix, details["tail_scale_lam"] = _mechanism_matrix(x, cands)
     details["max_row_sum_error"] = float(np.abs(matrix.sum(axis=1) - 1).max())
-    matrix, details["repair"] = repair_mdp(matrix, d, eps)
+    matrix, details["repair"] = repair_mdp(matrix, instance.d_km, eps)
     details["repair_s"] = time.perf_counter() - tr
     return finish("lp-em", eps, instance, matrix, "solved", t0, details)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Each output's candidate records, the EM tail over the other entries, and the LP's columns."""
+
+    cand: np.ndarray  # (M, r): the r records nearest each output (ties broken by position)
+    valid: np.ndarray  # (M, r): candidates the LP optimises (EM entry at least _FLOOR)
+    is_cand: np.ndarray  # (K, M): entries that are LP variables
+    has_tail: np.ndarray  # (M,): outputs with at least one tail entry
+    log_em: np.ndarray  # (K, M): ln EM
+    log_s: np.ndarray  # (M,): ln s_y, the column's largest tail value (its scale)
+    coef_tail: np.ndarray  # (K, M): EM / s_y on tail entries, 0 on candidate entries
+    d_out: np.ndarray  # (K, M): privacy distances to the outputs, km
+    # Variable columns: z for candidate entries (in (y, rank) order), then mu_y.
+    zc_row: np.ndarray  # record of each z column
+    zc_y: np.ndarray  # output of each z column
+    zc_valid: np.ndarray  # z columns of valid candidates
+    n_z: int
+    col_mu: np.ndarray  # column of mu_y
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The LP+EM model for :func:`panda.mechanisms._common.solve_two_term_lp`."""
+
+    cost: np.ndarray
+    sums: sp.csr_matrix  # the row sums (always in the LP)
+    rhs_rows: np.ndarray
+    col_lo: np.ndarray
+    col_hi: np.ndarray
+    pool: TwoTermPool  # candidate pairs, then both sides of every box
+    z_of: np.ndarray  # the candidate entry each pool row bounds
+    active: np.ndarray  # pool rows of the first LP
+    numerics: dict  # for details["numerics"]
+
+
+def _candidates(instance: Instance, eps: float, r: int) -> _Candidates:
+    """Pick each output's ``r`` nearest records as candidates and scale the EM tail over the rest."""
+    k, m = instance.n_records, instance.n_outputs
+    d_out = output_distances_km(instance)
+    em = em_matrix(d_out, eps)
+    with np.errstate(divide="ignore"):
+        log_em = np.log(em)
+    cand = np.argsort(d_out, axis=0, kind="stable")[:r].T  # (M, r)
+    # A candidate whose EM entry is below the floor stays in the tail: its LP variable is fixed at 0
+    # and not used. (Floored at _FLOOR it would have to exceed EM's own value, and where its box
+    # against the tail lies below the floor the LP would be infeasible, as it is at large eps.)
+    valid = em[cand, np.arange(m)[:, None]] >= _FLOOR  # (M, r); an output's own record is always valid
+    is_cand = np.zeros((k, m), dtype=bool)
+    is_cand[cand[valid], np.nonzero(valid)[0]] = True
+    has_tail = ~is_cand.all(axis=0)
+    # Column scale s_y: the largest tail value of column y (tail coefficients <= 1 after scaling).
+    tail_log = np.where(is_cand, -np.inf, log_em)
+    log_s = np.where(has_tail, tail_log.max(axis=0), 0.0)
+    coef_tail = np.exp(tail_log - log_s[None, :])  # (K, M); 0 on candidate entries
+    return _Candidates(
+        cand=cand,
+        valid=valid,
+        is_cand=is_cand,
+        has_tail=np.asarray(has_tail),
+        log_em=log_em,
+        log_s=log_s,
+        coef_tail=coef_tail,
+        d_out=d_out,
+        zc_row=cand.ravel(),
+        zc_y=np.repeat(np.arange(m), r),
+        zc_valid=valid.ravel(),
+        n_z=r * m,
+        col_mu=r * m + np.arange(m),
+    )
+
+
+def _lp_model(instance: Instance, eps: float, c: _Candidates, *, row_generation: bool, initial_pairs: int) -> _Model:
+    """Write the LP: row sums, candidate pairs and boxes against the tail, columns' costs and bounds."""
+    m = instance.n_outputs
+    weighted = instance.prior[:, None] * instance.cost_m
+    lo_coef, hi_coef, n_hi_clipped, n_lo_clipped = _box_coefficients(instance.d_km, eps, c)
+    sums, rhs_rows, n_dropped = _row_sums(c, instance.n_records)
+    first = initial_pairs if row_generation else None
+    pool, z_of, active, n_pair_implied = _pool(instance.d_km, eps, c, lo_coef, hi_coef, first)
+    return _Model(
+        cost=np.concatenate([weighted[c.zc_row, c.zc_y], (weighted * c.coef_tail).sum(axis=0)]),
+        sums=sums,
+        rhs_rows=rhs_rows,
+        col_lo=np.concatenate([np.where(c.zc_valid, _FLOOR, 0.0), np.zeros(m)]),
+        col_hi=np.concatenate([np.where(c.zc_valid, 1.0, 0.0), np.where(c.has_tail, 1.0, 0.0)]),
+        pool=pool,
+        z_of=z_of,
+        active=active,
+        numerics={
+            "column_scale": "mu_y = lam_y * max tail value of column y",
+            "row_sum_coefficients_dropped_below_1e-12": n_dropped,
+            "box_upper_lowered_to_1e12": n_hi_clipped,
+            "box_lower_raised_to_1e-12": n_lo_clipped,
+            "candidate_floor": _FLOOR,
+            "candidates_left_in_tail_below_floor": int((~c.valid).sum()),
+            "candidate_pairs_implied_by_floor": n_pair_implied,
+        },
+    )
+
+
+def _box_coefficients(d: np.ndarray, eps: float, c: _Candidates) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Bound each candidate entry by its column's scaled tail: ``lo mu <= z <= hi mu``.
+
+    ``lo`` and ``hi`` are ``max_x' e^{-eps d(x, x')} E[x', y] / s_y`` and ``min_x' e^{eps d(x, x')} E[x', y] / s_y``
+    over the tail entries ``x'``, clipped into ``[1e-12, 1e12]`` (a tighter, still sound LP); also the numbers
+    clipped at the top and at the bottom.
+    """
+    r = c.cand.shape[1]
+    lo_box = np.zeros(c.n_z)
+    hi_box = np.zeros(c.n_z)
+    for y in np.flatnonzero(c.has_tail):
+        out = np.flatnonzero(~c.is_cand[:, y])
+        dd = eps * d[np.ix_(c.cand[y], out)]
+        le = c.log_em[out, y] - c.log_s[y]
+        hi_box[y * r : (y + 1) * r] = np.min(dd + le[None, :], axis=1)
+        lo_box[y * r : (y + 1) * r] = np.max(le[None, :] - dd, axis=1)
+    n_hi_clipped = int((hi_box > np.log(_HUGE)).sum())
+    n_lo_clipped = int((lo_box < np.log(_TINY)).sum())
+    hi_coef = np.exp(np.minimum(hi_box, np.log(_HUGE)))
+    lo_coef = np.minimum(np.exp(np.maximum(lo_box, np.log(_TINY))), hi_coef)
+    return lo_coef, hi_coef, n_hi_clipped, n_lo_clipped
+
+
+def _row_sums(c: _Candidates, k: int) -> tuple[sp.csr_matrix, np.ndarray, int]:
+    """Rows sum to 1, each scaled so its largest coefficient is 1; tail coefficients below 1e-12 left out.
+
+    Returns the ``(K, columns)`` matrix, its right-hand sides and the number of coefficients left out.
+    """
+    m = c.col_mu.size
+    tail_r, tail_y = np.nonzero(c.coef_tail > 0)
+    row_max = np.maximum(c.is_cand.any(axis=1).astype(float), c.coef_tail.max(axis=1))  # candidate coefficients are 1
+    tail_v = c.coef_tail[tail_r, tail_y] / row_max[tail_r]
+    keep = tail_v >= _TINY
+    n_dropped = int((~keep).sum())
+    rhs_rows = 1.0 / row_max
+    sums = sp.csr_matrix(
+        (
+            np.concatenate([1.0 / row_max[c.zc_row[c.zc_valid]], tail_v[keep]]),
+            (
+                np.concatenate([c.zc_row[c.zc_valid], tail_r[keep]]),
+                np.concatenate([np.flatnonzero(c.zc_valid), c.col_mu[tail_y[keep]]]),
+            ),
+        ),
+        shape=(k, c.n_z + m),
+    )
+    return sums, rhs_rows, n_dropped
+
+
+def _pool(
+    d: np.ndarray, eps: float, c: _Candidates, lo_coef: np.ndarray, hi_coef: np.ndarray, initial_pairs: int | None
+) -> tuple[TwoTermPool, np.ndarray, np.ndarray, int]:
+    """Write every two-term row ``v1 x[c1] + v2 x[c2] <= 0`` (v1 > 0 > v2): candidate pairs, then boxes.
+
+    Returns the pool, the candidate entry each row bounds, the rows of the first LP (with ``initial_pairs``
+    pair rows per candidate entry; ``None``: every row, no row generation), and the number of candidate
+    pairs the floor implies (left out).
+    """
+    r, m = c.cand.shape[1], c.col_mu.size
+    # 2. Candidate pairs: z[a, y] - e^{eps d(a, b)} z[b, y] <= 0 for ordered a != b in N(y).
+    #    Candidate entries are floored at _FLOOR, so a pair with e^{eps d} >= 1 / _FLOOR holds by the
+    #    bounds alone (z[a, y] <= 1 <= e^{eps d} _FLOOR <= e^{eps d} z[b, y]) and is left out.
+    ia, ib = np.nonzero(~np.eye(r, dtype=bool))
+    pair_exp = eps * d[c.cand[:, ia], c.cand[:, ib]]  # (M, r(r-1))
+    written = (pair_exp < -np.log(_FLOOR)) & c.valid[:, ia] & c.valid[:, ib]
+    n_pair_implied = int((~written & c.valid[:, ia] & c.valid[:, ib]).sum())
+    py, pk = np.nonzero(written)
+    n_pairs = py.size
+    # 3. Boxes against the tail (only outputs with a tail): z - hi mu <= 0 and lo mu - z <= 0.
+    boxed = np.flatnonzero(c.has_tail[c.zc_y] & c.zc_valid)
+    nb = boxed.size
+    mu_of = c.col_mu[c.zc_y[boxed]]
+    c1 = np.concatenate([py * r + ia[pk], boxed, mu_of])
+    c2 = np.concatenate([py * r + ib[pk], mu_of, boxed])
+    v1 = np.concatenate([np.ones(n_pairs), np.ones(nb), lo_coef[boxed]])
+    v2 = -np.concatenate([np.exp(pair_exp[py, pk]), hi_coef[boxed], np.ones(nb)])
+    z_of = np.concatenate([c1[: n_pairs + nb], boxed])  # the candidate entry each row bounds
+    if initial_pairs is None:
+        return (c1, v1, c2, v2), z_of, np.ones(c1.size, dtype=bool), n_pair_implied
+    # The first round: for each candidate entry z[b, y], the pair rows z[a, y] <= e^{eps d(a, b)} z[b, y]
+    # of its ``initial_pairs`` fellow candidates a that lie most nearly between b and the output
+    # (least d(y, a) + d(a, b) - d(y, b)): a mechanism that falls off with the distance from the output
+    # binds those. No box: the rounds add what the solutions violate.
+    dy = c.d_out[c.cand, np.arange(m)[:, None]]  # (M, r)
+    excess = dy[py, ia[pk]] + pair_exp[py, pk] / eps - dy[py, ib[pk]]
+    active = np.concatenate([rank_in_groups(excess, c2[:n_pairs]) < initial_pairs, np.zeros(2 * nb, dtype=bool)])
+    return (c1, v1, c2, v2), z_of, active, n_pair_implied
+
+
+def _mechanism_matrix(x: np.ndarray, c: _Candidates) -> tuple[np.ndarray, np.ndarray]:
+    """Rebuild the matrix exactly from the LP's ``(z, mu)``; also the tail scales ``lam_y``."""
+    mu = np.clip(x[c.n_z :], 0.0, None)
+    matrix = c.coef_tail * mu[None, :]
+    matrix[c.zc_row[c.zc_valid], c.zc_y[c.zc_valid]] = np.clip(x[: c.n_z][c.zc_valid], 0.0, None)
+    return matrix, mu * np.exp(-c.log_s)

@@ -273,11 +273,10 @@ def build_lp(
 ) -> MechanismResult:
     """Build the optimal eps-mDP mechanism over all of X (Bordenabe et al. 2014), with a certificate.
 
-    By default (``method="certified"``, :func:`panda.optimal.solve_optimal`): row generation per
-    right entry, each round solved by restarted Halpern PDHG with numba's compiled block steps on
-    dense instances or by HiGHS's warm dual simplex on sparse ones (``start``); the answer is an
-    exactly eps-mDP matrix (an exact repair of a relaxation's point, audited over every pair:
-    the upper bound) and a weak-duality lower bound (see Notes).
+    By default (``method="certified"``, :func:`panda.optimal.solve_optimal`): row generation per right entry, each round
+    solved by restarted Halpern PDHG with numba's compiled block steps on dense instances or by HiGHS's warm dual
+    simplex on sparse ones (``start``); the answer is an exactly eps-mDP matrix (an exact repair of a relaxation's
+    point, audited over every pair: the upper bound) and a weak-duality lower bound (see Notes).
 
     Parameters
     ----------
@@ -288,70 +287,63 @@ def build_lp(
     eta
         Floor on every entry; makes far pairs implied (left out exactly). ``0`` writes every pair.
     spanner_dilation
-        ``t > 1``: constrain only a greedy ``t``-spanner's edges with exponent ``eps d / t``
-        (still eps-mDP, fewer constraints, some utility lost). ``None``: all pairs.
+        ``t > 1``: constrain only a greedy ``t``-spanner's edges with exponent ``eps d / t`` (still eps-mDP, fewer
+        constraints, some utility lost). ``None``: all pairs.
     time_limit_s
-        Wall-time budget. The certified method returns its best certified mechanism and both
-        bounds when it runs out; the exact method returns no matrix.
+        Wall-time budget. The certified method returns its best certified mechanism and both bounds when it runs out;
+        the exact method returns no matrix.
     solver
-        HiGHS solver of the ``"exact"`` method (``"simplex"``, ``"ipm"``, ...). The certified
-        method ignores it: its rounds run on PDHG or on HiGHS's warm dual simplex, as ``start`` says.
+        HiGHS solver of the ``"exact"`` method (``"simplex"``, ``"ipm"``, ...). The certified method ignores it: its
+        rounds run on PDHG or on HiGHS's warm dual simplex, as ``start`` says.
     row_generation
-        ``"exact"`` method only: constraint generation (:func:`panda.lp.solve_mdp_lp`) or, with
-        ``False``, every pair row at once.
+        ``"exact"`` method only: constraint generation (:func:`panda.lp.solve_mdp_lp`) or, with ``False``, every pair
+        row at once.
     gap
-        Certified method: stop once ``(upper - lower) / upper <= gap``; the status is ``"solved"``
-        only then. ``0`` runs until no pair row is violated.
+        Certified method: stop once ``(upper - lower) / upper <= gap``; the status is ``"solved"`` only then. ``0`` runs
+        until no pair row is violated.
     method
-        ``"certified"`` (:func:`panda.optimal.solve_optimal`: row generation per right entry, an
-        exactly audited mechanism and a proven lower bound after every round) or ``"exact"`` (the
-        earlier row generation of :func:`panda.lp.solve_mdp_lp`, no bound until it finishes).
-        ``None`` picks ``"certified"`` unless a spanner, ``eta = 0`` or ``row_generation=False``
-        asks for the exact one.
+        ``"certified"`` (:func:`panda.optimal.solve_optimal`: row generation per right entry, an exactly audited
+        mechanism and a proven lower bound after every round) or ``"exact"`` (the earlier row generation of
+        :func:`panda.lp.solve_mdp_lp`, no bound until it finishes). ``None`` picks ``"certified"`` unless a spanner,
+        ``eta = 0`` or ``row_generation=False`` asks for the exact one.
     batch
-        Certified method: at most ``batch * K * M`` pair rows added per round (``None``: 0.1 for
-        the simplex rounds of ``start="outputs"``, 1.0 for the PDHG rounds of ``"spanner"``).
+        Certified method: at most ``batch * K * M`` pair rows added per round (``None``: 0.1 for the simplex rounds of
+        ``start="outputs"``, 1.0 for the PDHG rounds of ``"spanner"``).
     start
-        Certified method, the first LP and the solver. ``"auto"`` (the default): ``"spanner"``
-        when the records have on average at least :data:`AUTO_PDHG_NEIGHBOURS` others within the
-        floor radius ``ln(1/eta) / eps`` (dense: many pair rows) and ``gap`` is at least
-        :data:`AUTO_PDHG_MIN_GAP`, else ``"outputs"``.
-        ``"outputs"``: each output's own record is the left end of a row to every record, then
-        warm dual simplex rounds (exact, and fast while the LP stays small). ``"spanner"``: the
-        pair rows of a greedy 1.25-spanner at every output, for left ends within 0.72 of the floor
-        radius of it, solved by restarted PDHG (:mod:`panda.pdhg`) from the exponential mechanism,
-        warm from round to round, violated rows added (and slack rows dropped) after every round of
-        :func:`~panda.optimal.pdhg_round_steps` steps (more once few rows come in). Every PDHG dual
-        point is a proven bound and every certified primal point is repaired exactly, so it certifies
-        dense instances far sooner than dual simplex, whose LP grows with their many pair rows (its
-        steps compiled on every core, :mod:`panda._pdhg_blocks`; ``bench/bench_optimal.py``
-        measures both; docs/benchmarks.md).
+        Certified method, the first LP and the solver. ``"auto"`` (the default): ``"spanner"`` when the records have on
+        average at least :data:`AUTO_PDHG_NEIGHBOURS` others within the floor radius ``ln(1/eta) / eps`` (dense: many
+        pair rows) and ``gap`` is at least :data:`AUTO_PDHG_MIN_GAP`, else ``"outputs"``. ``"outputs"``: each output's
+        own record is the left end of a row to every record, then warm dual simplex rounds (exact, and fast while the LP
+        stays small). ``"spanner"``: the pair rows of a greedy 1.25-spanner at every output, for left ends within 0.72
+        of the floor radius of it, solved by restarted PDHG (:mod:`panda.pdhg`) from the exponential mechanism, warm
+        from round to round, violated rows added (and slack rows dropped) after every round of
+        :func:`~panda.optimal.pdhg_round_steps` steps (more once few rows come in). Every PDHG dual point is a proven
+        bound and every certified primal point is repaired exactly, so it certifies dense instances far sooner than dual
+        simplex, whose LP grows with their many pair rows (its steps compiled on every core, :mod:`panda._pdhg_blocks`;
+        ``bench/bench_optimal.py`` measures both; docs/benchmarks.md).
     warm
-        Certified method: a solve of the same instance at another eps to start from
-        (:mod:`panda.optimal.warm`; :func:`build_lp_warm` returns it beside the mechanism), or
-        ``None`` (cold, the default). Only the speed changes: the answer is certified (audit,
-        bound) exactly as a cold one's. ``details["warm"]`` then holds the start's facts (the eps
-        it came from, the rows carried, its first bounds).
+        Certified method: a solve of the same instance at another eps to start from (:mod:`panda.optimal.warm`;
+        :func:`build_lp_warm` returns it beside the mechanism), or ``None`` (cold, the default). Only the speed changes:
+        the answer is certified (audit, bound) exactly as a cold one's. ``details["warm"]`` then holds the start's facts
+        (the eps it came from, the rows carried, its first bounds).
 
     Notes
     -----
     ``details`` always has
 
     * ``upper_bound_m``: the loss of the returned, exactly eps-mDP matrix (``nan`` without one);
-    * ``lower_bound_m``: a proven lower bound on the loss of *every* eps-mDP mechanism over these
-      outputs, with or without the floor: the claim "no mechanism can do better". Certified
-      method: the larger of the weak-duality bound without the floor (``lower_bound_no_floor_m``,
-      the same multipliers with ``eta`` taken as 0) and :func:`bound_without_floor` of the floored
-      LP's bound. Exact method: :func:`bound_without_floor` of the floored LP's optimum (HiGHS,
-      exact up to its tolerances) or of the last finished round's; ``nan`` with a spanner (its LP
+    * ``lower_bound_m``: a proven lower bound on the loss of *every* eps-mDP mechanism over these outputs, with or
+      without the floor: the claim "no mechanism can do better". Certified method: the larger of the weak-duality bound
+      without the floor (``lower_bound_no_floor_m``, the same multipliers with ``eta`` taken as 0) and
+      :func:`bound_without_floor` of the floored LP's bound. Exact method: :func:`bound_without_floor` of the floored
+      LP's optimum (HiGHS, exact up to its tolerances) or of the last finished round's; ``nan`` with a spanner (its LP
       is a restriction: its optimum is no bound on the full LP's);
-    * ``lower_bound_floored_lp_m``: the bound on the LP actually solved (the floor ``eta``; with a
-      spanner, its restriction). It can exceed the optimum over every mechanism by up to the
-      floor's cost (``cost_bound_m``); never show it as a bound on every mechanism;
-    * ``gap``: ``(upper_bound_m - lower_bound_m) / upper_bound_m``, against every mechanism, and
-      ``gap_floored_lp`` against the floored LP's bound. The status ``"solved"`` means the floored
-      LP reached the gap target (``gap_floored_lp <= gap``, or no violated row left); ``gap`` can
-      be larger by the floor's cost;
+    * ``lower_bound_floored_lp_m``: the bound on the LP actually solved (the floor ``eta``; with a spanner, its
+      restriction). It can exceed the optimum over every mechanism by up to the floor's cost (``cost_bound_m``); never
+      show it as a bound on every mechanism;
+    * ``gap``: ``(upper_bound_m - lower_bound_m) / upper_bound_m``, against every mechanism, and ``gap_floored_lp``
+      against the floored LP's bound. The status ``"solved"`` means the floored LP reached the gap target
+      (``gap_floored_lp <= gap``, or no violated row left); ``gap`` can be larger by the floor's cost;
     * ``certificate``: how each bound was obtained.
     """
     return _build_lp(
@@ -482,19 +474,55 @@ def _build_certified(
     neighbours = mean_floor_neighbours(instance.d_km, eps, eta)
     if start == "auto":
         start = auto_start(neighbours, gap)
-    spanner = start == "spanner"
-    outputs = instance.outputs
+    res = _solve_certified(
+        instance, cost, eps, eta=eta, time_limit_s=time_limit_s, gap=gap, batch=batch, start=start, warm=warm, t0=t0
+    )
+    lower, honest_gap = _bound_on_every_mechanism(res, cost, eta)
+    details = _certified_details(instance, eps, eta, gap, res, lower, honest_gap, start, neighbours)
+    if warm is not None:  # the start's facts (small); the state itself is returned, never kept in details
+        details["warm"] = dict(res.info.get("warm") or {})
+    if res.matrix is not None:
+        # The certificate's upper half, checked independently: every pair, exactly.
+        audit = audit_mechanism(res.matrix, instance.d_km, eps)
+        details.update(audit_passed=audit.passed, audit_epsilon_min_per_km=audit.epsilon_min_per_km)
+        details["exact_audit"] = audit_numbers(audit, res.matrix)  # mechanism_numbers reuses it
+        if not audit.passed:
+            status = f"failed: the repaired matrix breaks eps-mDP on {audit.n_violations} pairs (a bug; report it)"
+            return finish("lp", eps, instance, None, status, t0, details), res
+    if res.solved and res.matrix is not None:
+        return finish("lp", eps, instance, res.matrix, "solved", t0, details), res
+    status = _unsolved_certified_status(res, lower, honest_gap, time.perf_counter() - t0)
+    return finish("lp", eps, instance, res.matrix, status, t0, details), res
+
+
+def _solve_certified(
+    instance: Instance,
+    cost: np.ndarray,
+    eps: float,
+    *,
+    eta: float,
+    time_limit_s: float,
+    gap: float,
+    batch: float | None,
+    start: str,
+    warm: OptimalResult | None,
+    t0: float,
+) -> OptimalResult:
+    """Run :func:`panda.optimal.solve_optimal` from ``start`` (``"spanner"``: PDHG; else dual simplex), within budget.
+
+    ``t0`` is when the build began: the spanner's construction counts against ``time_limit_s``.
+    """
 
     def solve(time_limit: float, **options: Any) -> OptimalResult:
         if warm is not None:  # (a cold solve gets no warm argument at all)
             options["warm"] = warm
         return solve_optimal(cost, instance.d_km, eps, eta=eta, gap=gap, time_limit_s=time_limit, **options)
 
-    if spanner:
+    if start == "spanner":
         # Restarted PDHG from the exponential mechanism (its rows' costs start the row-sum multipliers).
         start_matrix = em_matrix(output_distances_km(instance), eps)
         seed_rows = spanner_seed_rows(instance, eps, eta)
-        res = solve(
+        return solve(
             # The spanner counts against the budget (it takes a noticeable share on large K).
             max(time_limit_s - (time.perf_counter() - t0), 0.0),
             method="pdhg",
@@ -502,37 +530,58 @@ def _build_certified(
             start_matrix=start_matrix,
             batch=PDHG_BATCH if batch is None else batch,
         )
-    else:
-        res = solve(time_limit_s, seed_sources=outputs, batch=SIMPLEX_BATCH if batch is None else batch)
-    k = instance.n_records
-    n_pairs = int(((eps * instance.d_km < -np.log(eta)) & ~np.eye(k, dtype=bool)).sum())
-    repair = dict(res.info.get("repair", {}))
+    return solve(time_limit_s, seed_sources=instance.outputs, batch=SIMPLEX_BATCH if batch is None else batch)
 
-    def finite(value: float) -> float:
-        return float(value) if np.isfinite(value) else float("nan")  # nan: no bound of that kind yet
 
-    # The bound on every eps-mDP mechanism (with or without the floor): the floor-free dual bound,
-    # or the floored LP's bound less the floor's cost (bound_without_floor), whichever is larger.
+def _finite(value: float) -> float:
+    """Return ``value`` as a float, ``nan`` for an infinite one (no bound of that kind yet)."""
+    return float(value) if np.isfinite(value) else float("nan")
+
+
+def _bound_on_every_mechanism(res: OptimalResult, cost: np.ndarray, eta: float) -> tuple[float, float]:
+    """Return the lower bound on every eps-mDP mechanism (with or without the floor) and the gap to it.
+
+    The bound is the floor-free dual bound, or the floored LP's bound less the floor's cost
+    (:func:`bound_without_floor`), whichever is larger; ``nan`` when there is none (nor a gap).
+    """
     candidates = [v for v in (res.lower_bound_no_floor, res.lower_bound) if np.isfinite(v)]
     if np.isfinite(res.lower_bound):
         candidates[-1] = bound_without_floor(res.lower_bound, cost, eta)
     lower = max(candidates) if candidates else float("nan")
-    upper = finite(res.upper_bound)
+    upper = _finite(res.upper_bound)
     honest_gap = (upper - lower) / upper if np.isfinite(upper) and np.isfinite(lower) and upper > 0 else float("nan")
-    details = {
+    return lower, honest_gap
+
+
+def _certified_details(
+    instance: Instance,
+    eps: float,
+    eta: float,
+    gap: float,
+    res: OptimalResult,
+    lower: float,
+    honest_gap: float,
+    start: str,
+    neighbours: float,
+) -> dict:
+    """Write the certified build's ``details``: pair counts, both bounds and how they were obtained, the rounds."""
+    k = instance.n_records
+    n_pairs = int(((eps * instance.d_km < -np.log(eta)) & ~np.eye(k, dtype=bool)).sum())
+    repair = dict(res.info.get("repair", {}))
+    return {
         "method": "certified",
         "n_pairs_total": k * (k - 1),
         "n_pairs": n_pairs,
         "n_pairs_implied": k * (k - 1) - n_pairs,
         "eta": eta,
         "cost_bound_m": float(eta * instance.n_outputs * instance.cost_m.max()),
-        "objective_m": finite(res.upper_bound),
-        "upper_bound_m": finite(res.upper_bound),
+        "objective_m": _finite(res.upper_bound),
+        "upper_bound_m": _finite(res.upper_bound),
         "lower_bound_m": lower,
-        "lower_bound_no_floor_m": finite(res.lower_bound_no_floor),
-        "lower_bound_floored_lp_m": finite(res.lower_bound),
+        "lower_bound_no_floor_m": _finite(res.lower_bound_no_floor),
+        "lower_bound_floored_lp_m": _finite(res.lower_bound),
         "gap": honest_gap,
-        "gap_floored_lp": finite(res.gap),
+        "gap_floored_lp": _finite(res.gap),
         "gap_target": gap,
         "stop_reason": res.reason,
         "certificate": {
@@ -548,42 +597,32 @@ def _build_certified(
         "lp_rows": res.rounds[-1]["rows"] if res.rounds else 0,
         "lp_status": res.rounds[-1]["status"] if res.rounds else "not run",
         "lp_time_s": float(sum(r["solve_s"] for r in res.rounds)),
-        "solver": "restarted PDHG, warm between rounds" if spanner else "simplex (warm, Devex)",
+        "solver": "restarted PDHG, warm between rounds" if start == "spanner" else "simplex (warm, Devex)",
         "start": start,
         "mean_floor_neighbours": neighbours,
         "row_generation": {
             "rounds": res.rounds,
             "n_rounds": len(res.rounds),
-            "lower_bound": finite(res.lower_bound),
+            "lower_bound": _finite(res.lower_bound),
             "n_pair_rows": res.info.get("n_pair_rows"),
             "batch": res.info.get("batch"),
         },
     }
-    if warm is not None:  # the start's facts (small); the state itself is returned, never kept in details
-        details["warm"] = dict(res.info.get("warm") or {})
-    if res.matrix is not None:
-        # The certificate's upper half, checked independently: every pair, exactly.
-        audit = audit_mechanism(res.matrix, instance.d_km, eps)
-        details.update(audit_passed=audit.passed, audit_epsilon_min_per_km=audit.epsilon_min_per_km)
-        details["exact_audit"] = audit_numbers(audit, res.matrix)  # mechanism_numbers reuses it
-        if not audit.passed:
-            status = f"failed: the repaired matrix breaks eps-mDP on {audit.n_violations} pairs (a bug; report it)"
-            return finish("lp", eps, instance, None, status, t0, details), res
-    if res.solved and res.matrix is not None:
-        return finish("lp", eps, instance, res.matrix, "solved", t0, details), res
-    elapsed = time.perf_counter() - t0
+
+
+def _unsolved_certified_status(res: OptimalResult, lower: float, honest_gap: float, elapsed: float) -> str:
+    """Return the status line of a certified build stopped before its gap target (with or without a matrix)."""
     if res.matrix is None:
         bound = f"; loss >= {lower:.1f} m" if np.isfinite(lower) else ""
         why = "time limit" if res.reason == "time limit" else res.reason
-        return finish("lp", eps, instance, None, f"unsolved: {why} after {elapsed:.1f} s{bound}", t0, details), res
+        return f"unsolved: {why} after {elapsed:.1f} s{bound}"
     where = "at time limit" if res.reason == "time limit" else f"({res.reason})"
-    status = (
+    return (
         f"unsolved: gap {100 * honest_gap:.1f} % {where} after {elapsed:.1f} s "
         f"(loss {res.upper_bound:.1f} m, bound {lower:.1f} m)"
         if np.isfinite(honest_gap)
         else f"unsolved: no bound {where} after {elapsed:.1f} s (loss {res.upper_bound:.1f} m)"
     )
-    return finish("lp", eps, instance, res.matrix, status, t0, details), res
 
 
 def _build_exact(
