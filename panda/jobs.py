@@ -22,6 +22,7 @@ __all__ = [
     "interactive_job",
     "long_job",
     "instance_job",
+    "upload_network_job",
     "run_panda_job",
     "delta_sweep_job",
     "baseline_job",

@@ -224,7 +224,8 @@ def _read_places(text: str, max_rows: int) -> tuple[list[float], list[float], li
     Blank rows are skipped; the first other row is the header. A file with more than ``max_rows``
     places stops at the first row beyond them.
     """
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    # Line by line: a list of every line (splitlines) of a 2 MB file of short lines is tens of MB.
+    first = next((ln for ln in io.StringIO(text, newline="") if ln.strip()), "")
     delimiter = ";" if first.count(";") > first.count(",") else ","
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     columns: _Columns | None = None

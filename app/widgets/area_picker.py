@@ -4,7 +4,9 @@
   Nominatim geocoder); the place's box is drawn with its size before anything is downloaded, and
   *Download roads* then takes the bounding box's download path (``network_controls._download``).
 * **OSM file**: an upload (.osm, .osm.bz2, .osm.gz, .osm.pbf, at most 50 MB) is read by
-  panda.network.network_from_upload (bounded: size, decompressed size, road nodes); the network's
+  panda.network.network_from_upload (bounded: size, decompressed size, what the reader reads) in a job on
+  a worker process (``panda.jobs.upload_network_job``, under the worker's memory and time limits): the web
+  server only hashes the bytes, sends them and keeps the network in the upload cache. The network's
   source string is ``file:<first 16 hex digits of the file's sha256>``, which app.state.network loads
   again from the upload cache (so the view's link keeps it while the server keeps the file).
 
@@ -35,8 +37,9 @@ import panda
 from app import state
 from app.model.messages import looks_technical, plain, plain_error
 from app.model.params import bbox_source, parse_source
-from panda import download_jobs
+from panda import download_jobs, upload_jobs
 from panda.network import MAX_BBOX_AREA_KM2, MAX_QUERY_CHARS, MAX_UPLOAD_BYTES, UPLOAD_SUFFIXES
+from panda.network.uploads import UPLOAD_SIZE_MB
 
 __all__ = [
     "SOURCE_PLACE",
@@ -240,7 +243,7 @@ def _file_controls() -> bool:
         "OpenStreetMap extract",
         type=[".osm", ".bz2", ".gz", ".pbf"],
         key="w_upload",
-        max_upload_size=MAX_UPLOAD_BYTES // 1_000_000,
+        max_upload_size=UPLOAD_SIZE_MB,  # server.maxUploadSize too (.streamlit/config.toml)
         help=f"An extract of your area ({', '.join(UPLOAD_SUFFIXES)}, at most {MAX_UPLOAD_BYTES / 1e6:,.0f} MB), "
         "for example from a regional download site or JOSM. Its drivable roads become the network; the file "
         "stays on this server for a while, so the page's link shows it again.",
@@ -253,7 +256,10 @@ def _file_controls() -> bool:
     ss.net_error, ss.net_error_details = None, ""
     try:
         with st.spinner(f"Reading {plain(upload.name)} ..."):  # the uploader's file name: text, never markup
-            net = panda.network.network_from_upload(upload.getvalue(), upload.name)
+            # Read on a worker, as this session's job (its slots, its wait): never parsed in the web server.
+            net = panda.network.network_from_upload(
+                upload.getvalue(), upload.name, read=upload_jobs.reader(state._run_job)
+            )
     except Exception as exc:  # never a traceback; the previous network stays
         ss.net_error, ss.net_error_details = upload_failure(exc)
         return False

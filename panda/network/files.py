@@ -7,6 +7,7 @@ area would give.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -166,40 +167,96 @@ def _osmium_xml_format(suffixes: str) -> str:
     return "osm"
 
 
-def _osm_elements(path: Path, fmt: str, network_type: str, *, label: str, max_nodes: int | None = None) -> list[dict]:
+@dataclasses.dataclass(frozen=True)
+class ReadLimits:
+    """What one read of an OSM file may take; every count is checked as the file streams (stop at once).
+
+    ``None`` is no limit. ``max_nodes``: road nodes kept (distinct nodes of the kept ways); ``max_read_nodes``
+    and ``max_read_ways``: nodes and ways read, of any kind; ``max_way_refs``: node references of one way
+    (checked on its length, before a list of them is made).
+    """
+
+    max_nodes: int | None = None
+    max_read_nodes: int | None = None
+    max_read_ways: int | None = None
+    max_way_refs: int | None = None
+
+
+#: Node references of kept roads per road node the reader keeps at most (``max_nodes`` times this): a road
+#: network's ways share their crossings, so real files have about 1.2 references per node; a file that
+#: repeats the same few nodes in many ways would otherwise grow the list of kept ways without bound.
+_KEPT_REFS_PER_NODE = 4
+
+
+def _too_much(label: str, what: str) -> ValueError:
+    return ValueError(
+        f"The file {label!r} holds {what}, the limit here: cut a smaller area out of it first (for example "
+        "with osmium extract) or use an embedded city."
+    )
+
+
+def _osm_elements(
+    path: Path,
+    fmt: str,
+    network_type: str,
+    *,
+    label: str,
+    max_nodes: int | None = None,
+    limits: ReadLimits | None = None,
+) -> list[dict]:
     """Return the Overpass-JSON elements a live download of ``network_type`` would give for the file.
 
     Two pyosmium passes: the ways that pass osmnx's filter (a way whose nodes are partly missing,
-    as in a clipped extract, is split into its runs of present nodes), then their nodes.
+    as in a clipped extract, is split into its runs of present nodes), then their nodes. ``limits``
+    (``max_nodes`` overrides its own) are counted as the file streams: past one, the reading stops at once
+    with a ValueError sentence (its iterator is dropped, which closes the file).
     """
     import osmium
     import osmnx as ox
 
+    limits = limits or ReadLimits()
+    if max_nodes is not None:
+        limits = dataclasses.replace(limits, max_nodes=max_nodes)
     terms = _way_filter(network_type)
     node_tags = set(ox.settings.useful_tags_node)
     ways: list[tuple[int, list[int], dict[str, str]]] = []
     needed: set[int] = set()
+    max_ways = limits.max_read_ways
+    max_refs = limits.max_way_refs
+    max_kept_refs = None if limits.max_nodes is None else _KEPT_REFS_PER_NODE * limits.max_nodes
+    n_ways = kept_refs = 0
+    required = {key for key, op, _ in terms if op != "!~"}  # keys a way must have to pass the filter
 
     def processor(kind):
         return osmium.FileProcessor(osmium.io.File(str(path), fmt), kind)
 
     try:
         for way in processor(osmium.osm.WAY):
+            n_ways += 1
+            if max_ways is not None and n_ways > max_ways:
+                raise _too_much(label, f"more than {max_ways:,} ways (roads or not)")
+            if max_refs is not None and len(way.nodes) > max_refs:  # its length, before any list of its nodes
+                raise _too_much(label, f"a way of more than {max_refs:,} nodes (OpenStreetMap allows 2,000)")
+            if any(key not in way.tags for key in required):
+                continue  # no road (most ways of a raw extract): skipped without copying its tags into Python
             tags = {t.k: t.v for t in way.tags}
             if not _way_passes(tags, terms):
                 continue
             refs = [n.ref for n in way.nodes]
+            kept_refs += len(refs)
+            if max_kept_refs is not None and kept_refs > max_kept_refs:
+                raise _too_much(label, f"more than {max_kept_refs:,} road node references")
             ways.append((way.id, refs, tags))
             needed.update(refs)
-            if max_nodes is not None and len(needed) > max_nodes:
-                msg = (
-                    f"The file {label!r} holds more than {max_nodes:,} road nodes, the limit here: cut a smaller "
-                    "area out of it first (for example with osmium extract) or use an embedded city."
-                )
-                raise ValueError(msg)
+            if limits.max_nodes is not None and len(needed) > limits.max_nodes:
+                raise _too_much(label, f"more than {limits.max_nodes:,} road nodes")
         nodes: dict[int, dict] = {}
         if ways:
+            n_nodes, max_read = 0, limits.max_read_nodes
             for node in processor(osmium.osm.NODE):
+                n_nodes += 1
+                if max_read is not None and n_nodes > max_read:
+                    raise _too_much(label, f"more than {max_read:,} nodes (of any kind)")
                 if node.id in needed and node.location.valid():
                     item = {"type": "node", "id": node.id, "lon": node.location.lon, "lat": node.location.lat}
                     tags = {t.k: t.v for t in node.tags if t.k in node_tags}
@@ -236,13 +293,22 @@ def _osm_elements(path: Path, fmt: str, network_type: str, *, label: str, max_no
 
 
 def _read_osm_filtered(
-    path: Path, fmt: str, network_type: str, *, label: str, max_nodes: int | None = None
+    path: Path,
+    fmt: str,
+    network_type: str,
+    *,
+    label: str,
+    max_nodes: int | None = None,
+    limits: ReadLimits | None = None,
 ) -> nx.MultiDiGraph:
-    """Build the graph osmnx builds for a live download of ``network_type``, from a file (no truncation)."""
+    """Build the graph osmnx builds for a live download of ``network_type``, from a file (no truncation).
+
+    ``limits``: what the reading may take (:class:`ReadLimits`; ``max_nodes`` overrides its own).
+    """
     import osmnx as ox
     from osmnx.graph import _create_graph
 
-    elements = _osm_elements(path, fmt, network_type, label=label, max_nodes=max_nodes)
+    elements = _osm_elements(path, fmt, network_type, label=label, max_nodes=max_nodes, limits=limits)
     bidirectional = network_type in ox.settings.bidirectional_network_types
     graph = _create_graph([{"elements": elements}], bidirectional)
     return ox.simplify_graph(graph)

@@ -1,7 +1,19 @@
-"""Road networks from uploaded OpenStreetMap files, safely: bounded size, decompressed size and road nodes.
+"""Road networks from uploaded OpenStreetMap files, safely: bounded size, decompressed size and what is read.
 
 An upload is read with pyosmium (:mod:`panda.network.files`) and its network kept under its id in the
 upload cache (``cache_dir/uploads``, bounded on its own), so that a link can name it (:func:`load_upload`).
+
+Where it is read: :func:`network_from_upload` hands the bytes to ``read`` (default :func:`read_upload`, in
+this process); the dashboard passes :func:`panda.upload_jobs.reader`, which reads the file in a job on a worker
+process (:func:`panda.jobs.upload_network_job`) under the worker's memory and time limits, so the calling
+process (the web server) only checks the size, hashes the bytes, looks in the upload cache and keeps the
+network the job sends back.
+
+What the reader may take (counted as the file streams, the reading stopped at once past a cap, with a
+sentence): :data:`MAX_UPLOAD_READ_NODES` nodes and :data:`MAX_UPLOAD_READ_WAYS` ways of any kind,
+:data:`MAX_UPLOAD_WAY_REFS` nodes in one way, :data:`MAX_UPLOAD_NODES` road nodes. A PBF block may unpack to
+32 MiB, which holds tens of millions of nodes: libosmium unpacks a block before the reader sees its first
+node, which is why the reading happens on a worker, whose memory limit bounds what no count can.
 """
 
 from __future__ import annotations
@@ -18,12 +30,13 @@ import re
 import tempfile
 import warnings
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from panda.errors import DataUnavailableError, PandaWarning
 from panda.network.cache import _load_network_npz, _save_network_npz
-from panda.network.files import _read_osm_filtered
+from panda.network.files import ReadLimits, _read_osm_filtered
 from panda.network.folders import _cache_root
 from panda.network.roads import NETWORK_TYPES, RoadNetwork, network_from_graph
 
@@ -39,9 +52,24 @@ MAX_UPLOAD_BYTES = 50_000_000
 MAX_UPLOAD_DECOMPRESSED_BYTES = 1_000_000_000
 #: Most road nodes (nodes of the kept ways, before osmnx's simplification) an upload may hold.
 MAX_UPLOAD_NODES = 300_000
+#: Most nodes of any kind the reader reads (then it stops): a raw extract holds about ten times as many nodes as
+#: road nodes (buildings, paths, land use; the test extract: 14,222 nodes, its roads about 1,500), so one at
+#: :data:`MAX_UPLOAD_NODES` road nodes holds about 3 million; real 50 MB PBF files hold about 6 million. Each
+#: node read costs the reader's loop about a microsecond, so the cap is seconds of a worker's time.
+MAX_UPLOAD_READ_NODES = 8_000_000
+#: Most ways of any kind (roads or not) the reader reads: real extracts hold one way per 7 to 10 nodes, so
+#: :data:`MAX_UPLOAD_READ_NODES` nodes come with about a million ways.
+MAX_UPLOAD_READ_WAYS = 1_500_000
+#: Most nodes of one way: OpenStreetMap's API refuses ways of more than 2,000 nodes (the embedded cities' and
+#: the tests' longest way: 221). A longer one is refused on its length, before a list of its nodes is made.
+MAX_UPLOAD_WAY_REFS = 10_000
 #: Bounds of the upload cache (``cache_dir/uploads``): oldest-used files go first beyond them.
 UPLOAD_CACHE_MAX_BYTES = 200_000_000
 UPLOAD_CACHE_MAX_FILES = 64
+#: Streamlit's ``server.maxUploadSize`` (.streamlit/config.toml) and the file uploader's ``max_upload_size``:
+#: :data:`MAX_UPLOAD_BYTES` in Streamlit's megabytes (2**20 bytes), rounded up. Streamlit's own default (200)
+#: would let the web server take four times the largest file this page reads.
+UPLOAD_SIZE_MB = -(-MAX_UPLOAD_BYTES // 2**20)
 _UPLOAD_ID = re.compile(r"[0-9a-f]{16}")
 _READ_CHUNK = 1024 * 1024
 
@@ -133,14 +161,15 @@ def network_from_upload(
     max_decompressed_bytes: int = MAX_UPLOAD_DECOMPRESSED_BYTES,
     max_nodes: int = MAX_UPLOAD_NODES,
     cache_dir: str | os.PathLike | None = None,
+    read: Callable[..., RoadNetwork] | None = None,
 ) -> RoadNetwork:
     """Build a road network from an uploaded OpenStreetMap file, safely (bounded size and work).
 
     The file is read with pyosmium through osmnx's way filter for ``network_type``, as
-    :func:`network_from_file` reads a PBF file. Decompressed data goes to a temporary folder that
-    is removed afterwards; the resulting network is cached as ``cache_dir/uploads/<id>.<type>.npz``
-    (at most :data:`UPLOAD_CACHE_MAX_FILES` files and :data:`UPLOAD_CACHE_MAX_BYTES` bytes, the least
-    recently used deleted first), so that :func:`load_upload` finds it again by its id.
+    :func:`network_from_file` reads a PBF file, by ``read`` (:func:`read_upload` here, or on a worker). The
+    resulting network is cached as ``cache_dir/uploads/<id>.<type>.npz`` (at most
+    :data:`UPLOAD_CACHE_MAX_FILES` files and :data:`UPLOAD_CACHE_MAX_BYTES` bytes, the least recently used
+    deleted first), so that :func:`load_upload` finds it again by its id; a file in the cache is not read again.
 
     Parameters
     ----------
@@ -158,6 +187,10 @@ def network_from_upload(
         Most road nodes (nodes of the kept ways, before simplification).
     cache_dir
         Folder of the caches; default ``data/cache`` in the project.
+    read
+        ``read(data, filename, network_type, max_decompressed_bytes, max_nodes)``: reads the file and returns its
+        network or raises a ValueError sentence. Default :func:`read_upload` (in this process); the dashboard
+        passes :func:`panda.upload_jobs.reader` (a job on a worker process).
 
     Returns
     -------
@@ -170,11 +203,12 @@ def network_from_upload(
     ------
     ValueError
         With a sentence saying what to do, for a file that is empty, too large, decompresses to too
-        much, holds too many road nodes, is damaged or not OpenStreetMap data, or holds no usable roads.
+        much, holds too much (see :func:`read_upload`), is damaged or not OpenStreetMap data, or holds no
+        usable roads (and ``read``'s own sentences: a job past its worker's memory or time limit).
     """
     _check_upload_arguments(data, filename, network_type, max_bytes, max_decompressed_bytes, max_nodes)
     label = _upload_label(filename)
-    fmt, compression = _upload_format(filename, label)
+    _upload_format(filename, label)
     data = _upload_bytes(data, label, max_bytes)
     file_id = hashlib.sha256(data).hexdigest()[:16]
     folder = _upload_cache_dir(cache_dir)
@@ -182,13 +216,64 @@ def network_from_upload(
     cached = _read_upload_cache(cache_file)
     if cached is not None:
         return cached
+    net = (read or read_upload)(data, filename, network_type, max_decompressed_bytes, max_nodes)
+    _keep_upload(net, folder, cache_file)
+    return net
+
+
+def read_upload(
+    data: bytes,
+    filename: str,
+    network_type: str = "drive",
+    max_decompressed_bytes: int = MAX_UPLOAD_DECOMPRESSED_BYTES,
+    max_nodes: int = MAX_UPLOAD_NODES,
+) -> RoadNetwork:
+    """Read an upload's road network here, no cache (what the upload job runs on its worker).
+
+    A ``.bz2``/``.gz`` file is decompressed chunk by chunk to a temporary folder (stopped past
+    ``max_decompressed_bytes``); a plain one is written there as it is, for pyosmium. The folder is removed
+    whatever happens. The reader counts as the file streams and stops at once past a cap:
+    :data:`MAX_UPLOAD_READ_NODES` nodes, :data:`MAX_UPLOAD_READ_WAYS` ways, :data:`MAX_UPLOAD_WAY_REFS` nodes
+    in one way, ``max_nodes`` road nodes (the module's caps are read at each call).
+
+    Parameters
+    ----------
+    data
+        The file's bytes (checked for size by the caller), or a ``uint8`` array of them (as the job gets them).
+    filename
+        The file's name; its ending gives the kind: one of :data:`UPLOAD_SUFFIXES`.
+    network_type
+        One of :data:`NETWORK_TYPES`.
+    max_decompressed_bytes
+        Largest decompressed size of a ``.bz2``/``.gz`` file.
+    max_nodes
+        Most road nodes.
+
+    Returns
+    -------
+    RoadNetwork
+        As :func:`network_from_upload` returns it (not cached).
+
+    Raises
+    ------
+    ValueError
+        With a sentence, as :func:`network_from_upload` raises it.
+    """
+    label = _upload_label(filename)
+    fmt, compression = _upload_format(filename, label)
+    data = bytes(data)
+    file_id = hashlib.sha256(data).hexdigest()[:16]
+    limits = ReadLimits(
+        max_nodes=max_nodes,
+        max_read_nodes=MAX_UPLOAD_READ_NODES,
+        max_read_ways=MAX_UPLOAD_READ_WAYS,
+        max_way_refs=MAX_UPLOAD_WAY_REFS,
+    )
     with tempfile.TemporaryDirectory(prefix="panda-upload-") as tmp:
         path = _write_upload(data, fmt, compression, Path(tmp), max_decompressed_bytes, label)
         del data  # the file holds it now: not kept in memory while pyosmium reads the file
-        graph = _read_osm_filtered(path, fmt, network_type, label=label, max_nodes=max_nodes)
-    net = _upload_network(graph, label, file_id, network_type)
-    _keep_upload(net, folder, cache_file)
-    return net
+        graph = _read_osm_filtered(path, fmt, network_type, label=label, limits=limits)
+    return _upload_network(graph, label, file_id, network_type)
 
 
 def _check_upload_arguments(

@@ -14,7 +14,7 @@ import time
 
 import pytest
 from apptest_support import release_resources  # noqa: F401 (stops the app's workers at the end of the file)
-from area_support import KOTKA_PBF, NO_ROADS, _NominatimStub, _place
+from area_support import KOTKA_PBF, NO_ROADS, _NominatimStub, _place, long_way_pbf
 
 from panda import network as pn
 from panda.network import folders as pn_folders
@@ -152,6 +152,32 @@ def test_bad_upload_shows_its_sentence_and_keeps_the_city(app_env, monkeypatch, 
     assert _nodes_caption(at) == before
     app_env.run_ok(at)  # a rerun does not read the same upload again: still one message
     assert len(at.sidebar.error) == 1
+
+
+def test_uploads_are_read_on_a_worker_never_in_the_server(app_env, monkeypatch, tmp_path):
+    """The server never parses an upload (issue 38): its own reader is poisoned here, the worker's is not."""
+
+    def not_in_the_server(*args, **kwargs):
+        raise AssertionError("the web server parsed an upload")
+
+    monkeypatch.setattr(pn_uploads, "read_upload", not_in_the_server)
+    at = _start(app_env)
+    before = _nodes_caption(at)
+    at.radio(key="w_source_kind").set_value("OSM file (upload)")
+    app_env.run_ok(at)
+    hostile = long_way_pbf(tmp_path / "one_long_way.osm.pbf", 2_000_000).read_bytes()  # a few kB on disk
+    at.get("file_uploader")[0].set_value(("one_long_way.osm.pbf", hostile, "application/octet-stream"))
+    app_env.run_ok(at)
+    errors = [e.value for e in at.sidebar.error]
+    assert len(errors) == 1 and "holds a way of more than 10,000 nodes" in errors[0], errors
+    assert not CODE.search(errors[0]), errors[0]
+    assert at.session_state["active_source"] == "city:neubrandenburg" and _nodes_caption(at) == before
+    data = KOTKA_PBF.read_bytes()
+    at.get("file_uploader")[0].set_value(("kotka_karhula.osm.pbf", data, "application/octet-stream"))
+    app_env.run_ok(at)
+    assert not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert at.session_state["active_source"] == f"file:{hashlib.sha256(data).hexdigest()[:16]}"
+    assert _nodes_caption(at).startswith("224 nodes")
 
 
 def test_a_link_with_an_unknown_file_says_so_and_shows_the_city(app_env):

@@ -96,3 +96,53 @@ def _place(name: str, south: float, north: float, west: float, east: float, geom
         "boundingbox": [str(south), str(north), str(west), str(east)],
         "geojson": geojson,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile OSM files (issue 38): tiny on disk, huge once read; written with pyosmium's writer
+# --------------------------------------------------------------------------------------------
+
+
+def long_way_pbf(path, n_refs: int, tags: dict[str, str] | None = None):
+    """A PBF file of one node and one road way of ``n_refs`` node references (ids 1, 2, ...: a few kB on disk)."""
+    import osmium
+    from osmium.osm.mutable import Node, Way
+
+    writer = osmium.SimpleWriter(str(path))
+    try:
+        writer.add_node(Node(id=1, location=(10.0, 50.0)))
+        writer.add_way(Way(id=1, nodes=range(1, n_refs + 1), tags=tags or {"highway": "residential"}))
+    finally:
+        writer.close()
+    return path
+
+
+def many_nodes_pbf(path, n_nodes: int):
+    """A PBF file of ``n_nodes`` untagged nodes and one short road between the first two."""
+    import osmium
+    from osmium.osm.mutable import Node, Way
+
+    writer = osmium.SimpleWriter(str(path))
+    try:
+        for i in range(1, n_nodes + 1):
+            writer.add_node(Node(id=i, location=(10.0 + (i % 1000) * 1e-5, 50.0 + (i // 1000) * 1e-5)))
+        writer.add_way(Way(id=1, nodes=[1, 2], tags={"highway": "residential"}))
+    finally:
+        writer.close()
+    return path
+
+
+def many_ways_pbf(path, n_ways: int):
+    """A PBF file of two nodes and ``n_ways`` buildings between them (none of them a road)."""
+    import osmium
+    from osmium.osm.mutable import Node, Way
+
+    writer = osmium.SimpleWriter(str(path))
+    try:
+        writer.add_node(Node(id=1, location=(10.0, 50.0)))
+        writer.add_node(Node(id=2, location=(10.001, 50.0)))
+        for i in range(1, n_ways + 1):
+            writer.add_way(Way(id=i, nodes=[1, 2], tags={"building": "yes"}))
+    finally:
+        writer.close()
+    return path
