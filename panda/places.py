@@ -222,7 +222,8 @@ def _read_places(text: str, max_rows: int) -> tuple[list[float], list[float], li
     """``(lat, lon, weight)`` of the places in the CSV text: the header, then one checked place per row.
 
     Blank rows are skipped; the first other row is the header. A file with more than ``max_rows``
-    places stops at the first row beyond them.
+    places stops at the first row beyond them, and one with more than twice as many rows, blank ones
+    included, at the first row beyond those (a file of empty rows would otherwise be read to its end).
     """
     # Line by line: a list of every line (splitlines) of a 2 MB file of short lines is tens of MB.
     first = next((ln for ln in io.StringIO(text, newline="") if ln.strip()), "")
@@ -233,7 +234,13 @@ def _read_places(text: str, max_rows: int) -> tuple[list[float], list[float], li
     lat: list[float] = []
     weight: list[float] = []
     try:
-        for row in reader:
+        for n_rows, row in enumerate(reader, start=1):
+            if n_rows > 2 * max_rows + 1:
+                msg = (
+                    f"The file has more than {2 * max_rows + 1:,} rows, most of them empty: keep one row per place "
+                    f"(at most {max_rows:,}) and the header."
+                )
+                raise ValueError(msg)
             if not any(cell.strip() for cell in row):
                 continue
             if columns is None:

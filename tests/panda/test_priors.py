@@ -315,6 +315,10 @@ def test_parse_places_csv_bounds_the_work():
     with pytest.raises(ValueError, match="The file has more than 999 places: keep at most 999 rows"):
         parse_places_csv(big, max_rows=999)
     assert len(parse_places_csv(big, max_rows=1000)) == 1000
+    blank = b"lat;lon\n" + b";\n" * 3000 + b"53.5;13.2\n"  # rows of nothing are rows read too
+    with pytest.raises(ValueError, match="more than 2,001 rows, most of them empty"):
+        parse_places_csv(blank, max_rows=1000)
+    assert len(parse_places_csv(b"lat;lon\n" + b";\n" * 1000 + b"53.5;13.2\n", max_rows=1000)) == 1
     with pytest.raises(TypeError, match="must be the file's bytes"):
         parse_places_csv("lat,lon\n1,2\n")
 
