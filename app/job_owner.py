@@ -1,4 +1,5 @@
-"""Whom a worker job is run for: the Streamlit session of this script run, and whether it still waits."""
+"""Whom a worker job is run for: the Streamlit session of this script run, its client address, and whether it
+still waits (:meth:`panda.execution.Executor.run`'s ``owner``, ``group`` and ``keep_waiting``)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ from typing import Any
 
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from app.client_address import address_group, client_address
+
 __all__ = ["of_this_run"]
 
 
 def of_this_run() -> dict[str, Any]:
-    """``owner`` and ``keep_waiting`` for :meth:`panda.execution.Executor.run` from the session of this run.
+    """``owner``, ``group`` and ``keep_waiting`` for :meth:`panda.execution.Executor.run` from the session of this run.
 
     The owner is the Streamlit session (at most a few jobs in flight each, served in turn with the other
-    sessions'). The job is waited for while the session is connected and its view (the sidebar's instance:
+    sessions'); its group is the client's address (app.client_address), whose sessions share a few more, so
+    that one person's many tabs hold no more of the class's workers than two. The job is waited for while the session is connected and its view (the sidebar's instance:
     city, K, N, M, seed, loss, prior) is the one the job was asked for: a closed tab or a new view ends the
     wait, and a job nobody else waits for is then withdrawn (see the executor). Outside a server (AppTest, a
     script): no owner.
@@ -45,4 +49,6 @@ def of_this_run() -> dict[str, Any]:
             return False
         return asked_for is None or view() == asked_for
 
-    return {"owner": session_id, "keep_waiting": keep_waiting}
+    address = client_address()
+    group = {"group": address_group(address)} if address is not None else {}
+    return {"owner": session_id, "keep_waiting": keep_waiting, **group}

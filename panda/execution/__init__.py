@@ -128,7 +128,12 @@ from panda.execution.errors import (
     MEMORY_MESSAGE as MEMORY_MESSAGE,
     JobMemoryError as JobMemoryError,
 )
-from panda.execution.fairness import LONG_RESOURCE as LONG_RESOURCE, MAX_JOBS_PER_OWNER as MAX_JOBS_PER_OWNER
+from panda.execution.fairness import (
+    JOBS_PER_GROUP_ENV as JOBS_PER_GROUP_ENV,
+    LONG_RESOURCE as LONG_RESOURCE,
+    MAX_JOBS_PER_GROUP as MAX_JOBS_PER_GROUP,
+    MAX_JOBS_PER_OWNER as MAX_JOBS_PER_OWNER,
+)
 from panda.execution.flights import (
     ABANDON_GRACE_S as ABANDON_GRACE_S,
     QUEUE_LIMIT_S as QUEUE_LIMIT_S,

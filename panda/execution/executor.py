@@ -239,6 +239,7 @@ class Executor:
         key: str | None = None,
         owner: str | None = None,
         keep_waiting: Callable[[], bool] | None = None,
+        group: str | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run job ``fn(*args, **kwargs)`` on a worker and return its value.
@@ -262,6 +263,9 @@ class Executor:
             as long as they keep finishing: :class:`JobBusy` when none did for ``queue_limit_s``), and
             its n-th job of a kind in flight is queued one priority step below its first: owners are served in
             turn, so a session that opens many jobs does not hold up the others' first ones.
+        group
+            The owner's group (a client address): its owners share :data:`MAX_JOBS_PER_GROUP` slots of a kind
+            (with ``owner`` only).
         keep_waiting
             Asked every 0.1 s while waiting; when it says no (the session went away), the wait ends with
             :class:`JobAbandoned`, and a job nobody else waits for is withdrawn after
@@ -290,12 +294,12 @@ class Executor:
             priority = default_priority(fn)
         # Interactive and long jobs have slots of their own: a session's slider never waits for its own curve.
         slots = (owner, "interactive" if int(priority) >= HIGH else "long")
-        rank = self._enter(slots, progress, keep_waiting)
+        rank = self._enter(slots, progress, keep_waiting, group)
         try:
             flight = self._submit(fn, args, kwargs, int(priority) - rank, key)
             return self._flights.wait(flight, float(timeout_s), progress, keep_waiting, self.queue_limit_s)
         finally:
-            self._leave(slots)
+            self._leave(slots, group)
 
     # --- fairness between owners -----------------------------------------------------------------
 
@@ -304,12 +308,13 @@ class Executor:
         owner: tuple[str, str],
         progress: Callable[[str, float], None] | None,
         keep_waiting: Callable[[], bool] | None,
+        group: str | None = None,
     ) -> int:
         """Take one of ``owner``'s job slots, waiting up to ``queue_limit_s`` (see :meth:`OwnerSlots.enter`)."""
-        return self._slots.enter(owner, progress, keep_waiting, self.queue_limit_s)
+        return self._slots.enter(owner, progress, keep_waiting, self.queue_limit_s, group)
 
-    def _leave(self, owner: tuple[str, str]) -> None:
-        self._slots.leave(owner)
+    def _leave(self, owner: tuple[str, str], group: str | None = None) -> None:
+        self._slots.leave(owner, group)
 
     def jobs_of(self, owner: str) -> int:
         """Jobs ``owner`` has in flight now, interactive and long."""

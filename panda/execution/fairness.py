@@ -5,12 +5,15 @@
   Dask never pre-empts a running task, so long jobs also need the worker resource :data:`LONG_RESOURCE`,
   which one worker of the local cluster lacks (:class:`~panda.execution.cluster.LocalCluster`).
 * **Owners** (a dashboard session): each has at most :data:`MAX_JOBS_PER_OWNER` jobs of a kind in flight
-  (:class:`OwnerSlots`); a further one waits in the owner's own thread.
+  (:class:`OwnerSlots`); a further one waits in the owner's own thread. Owners of one **group** (the sessions
+  of one client address) share :data:`MAX_JOBS_PER_GROUP` slots of a kind: twenty tabs of one person hold as
+  many of the class's workers as two.
 * **Queue positions**: how many jobs a worker will start before a waiting one (:func:`jobs_ahead`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -25,6 +28,20 @@ LOW = 0
 LONG_RESOURCE = "long"
 #: Jobs one owner (a dashboard session) may have in flight at once; more wait in the owner's own thread.
 MAX_JOBS_PER_OWNER = 3
+#: Sets :data:`MAX_JOBS_PER_GROUP` (0: no limit per group, for a class whose phones reach the server through one
+#: address, e.g. a campus NAT).
+JOBS_PER_GROUP_ENV = "PANDA_JOBS_PER_ADDRESS"
+
+
+def _jobs_per_group(default: int = 2 * MAX_JOBS_PER_OWNER) -> int:
+    try:
+        return max(0, int(os.environ.get(JOBS_PER_GROUP_ENV, "").strip() or default))
+    except ValueError:
+        return default
+
+
+#: Jobs of a kind the owners of one group may have in flight at once (0: no limit).
+MAX_JOBS_PER_GROUP = _jobs_per_group()
 
 
 def default_priority(fn: Callable[..., Any]) -> int:
@@ -77,8 +94,12 @@ class OwnerSlots:
         progress: Callable[[str, float], None] | None,
         keep_waiting: Callable[[], bool] | None,
         queue_limit_s: float,
+        group: str | None = None,
     ) -> int:
         """Take one of ``owner``'s job slots (waiting for one if all are taken); return its jobs before it.
+
+        ``group`` (the owner's client address): the slot is also one of the group's :data:`MAX_JOBS_PER_GROUP`.
+        Give it back with :meth:`leave` and the same ``group``.
 
         The wait is for the owner's own jobs (a curve's seven methods in three slots), so it goes on for as
         long as they keep finishing: it ends with :class:`JobBusy` (the server is busy, try again; never
@@ -87,36 +108,51 @@ class OwnerSlots:
         """
         began = time.monotonic()
         told = False
+        team = (f"group:{group}", owner[1]) if group is not None and MAX_JOBS_PER_GROUP > 0 else None
+
+        def full() -> bool:
+            return self._held.get(owner, 0) >= MAX_JOBS_PER_OWNER or (
+                team is not None and self._held.get(team, 0) >= MAX_JOBS_PER_GROUP
+            )
+
         with self._free:
-            while self._held.get(owner, 0) >= MAX_JOBS_PER_OWNER:
+            while full():
                 if keep_waiting is not None and not keep_waiting():
                     msg = "nobody waits for this computation any more"
                     raise JobAbandoned(msg)
-                if time.monotonic() > max(began, self._freed.get(owner, began)) + queue_limit_s:
+                mine = self._held.get(owner, 0) >= MAX_JOBS_PER_OWNER
+                whose = "this session's" if mine else "this network's"
+                n_held = MAX_JOBS_PER_OWNER if mine else MAX_JOBS_PER_GROUP
+                last_freed = max(self._freed.get(owner, began), self._freed.get(team, began) if team else began)
+                if time.monotonic() > max(began, last_freed) + queue_limit_s:
                     msg = (
-                        f"the computation waited {queue_limit_s:.0f} s without a free worker: this session's "
-                        f"other {MAX_JOBS_PER_OWNER} computations hold its share and none of them finished "
+                        f"the computation waited {queue_limit_s:.0f} s without a free worker: {whose} "
+                        f"other {n_held} computations hold its share and none of them finished "
                         "meanwhile; try again when they have"
                     )
                     raise JobBusy(msg)
                 if progress is not None and not told:
-                    progress(f"busy: waiting for this session's other {MAX_JOBS_PER_OWNER} computations", 0.0)
+                    progress(f"busy: waiting for {whose} other {n_held} computations", 0.0)
                     told = True
                 self._free.wait(0.1)
             rank = self._held.get(owner, 0)
             self._held[owner] = rank + 1
+            if team is not None:
+                self._held[team] = self._held.get(team, 0) + 1
         return rank
 
-    def leave(self, owner: tuple[str, str]) -> None:
-        """Give one of ``owner``'s slots back (and wake the owner's jobs waiting for one)."""
+    def leave(self, owner: tuple[str, str], group: str | None = None) -> None:
+        """Give one of ``owner``'s slots back (and its group's: as given to :meth:`enter`); wake those waiting."""
+        team = (f"group:{group}", owner[1]) if group is not None and MAX_JOBS_PER_GROUP > 0 else None
         with self._free:
-            left = self._held.get(owner, 1) - 1
-            if left > 0:
-                self._held[owner] = left
-                self._freed[owner] = time.monotonic()
-            else:
-                self._held.pop(owner, None)
-                self._freed.pop(owner, None)
+            for slots in (owner, team) if team is not None else (owner,):
+                left = self._held.get(slots, 1) - 1
+                if left > 0:
+                    self._held[slots] = left
+                    self._freed[slots] = time.monotonic()
+                else:
+                    self._held.pop(slots, None)
+                    self._freed.pop(slots, None)
             self._free.notify_all()
 
     def held(self, owner: tuple[str, str]) -> int:

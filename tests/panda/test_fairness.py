@@ -348,3 +348,36 @@ def test_a_slot_wait_lasts_while_the_sessions_own_jobs_keep_finishing(executor, 
         for _ in range(held):
             executor._leave(slots)
     assert executor.jobs_of("curve") == 0
+
+
+def test_the_sessions_of_one_address_share_its_slots(monkeypatch):
+    """Twenty tabs of one address hold MAX_JOBS_PER_GROUP slots of a kind, not twenty times three; another
+    address is not held up; a freed slot goes on; 0 turns the limit per address off (a class behind one NAT)."""
+    from panda.execution import fairness
+    from panda.execution.errors import JobBusy
+
+    slots = fairness.OwnerSlots()
+    per_owner, per_group = fairness.MAX_JOBS_PER_OWNER, fairness.MAX_JOBS_PER_GROUP
+    assert per_group == 2 * per_owner
+    tabs = [(f"tab-{i}", "interactive") for i in range(20)]
+    taken = []
+    for tab in tabs:
+        for _ in range(per_owner):
+            try:
+                slots.enter(tab, None, None, 0.2, group="192.0.2.7")
+            except JobBusy as exc:
+                assert "this network's other" in str(exc)
+                break
+            taken.append(tab)
+    assert len(taken) == per_group
+    other = ("someone-else", "interactive")
+    assert [slots.enter(other, None, None, 0.2, group="198.51.100.1") for _ in range(per_owner)] == [0, 1, 2]
+    slots.leave(taken.pop(), group="192.0.2.7")
+    assert slots.enter(tabs[-1], None, None, 0.2, group="192.0.2.7") == 0
+
+    monkeypatch.setattr(fairness, "MAX_JOBS_PER_GROUP", 0)
+    open_slots = fairness.OwnerSlots()
+    for tab in tabs[:5]:
+        for _ in range(per_owner):
+            open_slots.enter(tab, None, None, 0.2, group="192.0.2.7")
+    assert sum(open_slots.held(tab) for tab in tabs[:5]) == 5 * per_owner
