@@ -227,6 +227,8 @@ def _check_matrix(matrix: np.ndarray, d_km: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def _check_pairs(pairs: object, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(pairs, tuple) and len(pairs) == 2:
+        pairs = np.stack([np.asarray(pairs[0]), np.asarray(pairs[1])], axis=1)
     arr = np.asarray(pairs)
     if arr.ndim == 2 and arr.shape[1] == 2:
         pi, pj = arr[:, 0], arr[:, 1]
@@ -248,6 +250,24 @@ def _check_pairs(pairs: object, k: int) -> tuple[np.ndarray, np.ndarray]:
     keep = lo != hi
     key = np.unique(lo[keep] * k + hi[keep])
     return key // k, key % k
+
+
+def _check_options(rtol: object, n_worst: object, sample_pairs: object) -> None:
+    """Raise ValueError unless ``rtol``, ``n_worst`` and ``sample_pairs`` are in their ranges."""
+    if not (isinstance(rtol, (int, float)) and 0 <= rtol < 1):
+        msg = f"The 'rtol' parameter of audit_mechanism must be a float in [0, 1). Got {rtol!r} instead."
+        raise ValueError(msg)
+    if isinstance(n_worst, bool) or not isinstance(n_worst, (int, np.integer)) or n_worst < 0:
+        msg = f"The 'n_worst' parameter of audit_mechanism must be an int >= 0. Got {n_worst!r} instead."
+        raise ValueError(msg)
+    if sample_pairs is not None and (
+        isinstance(sample_pairs, bool) or not isinstance(sample_pairs, (int, np.integer)) or sample_pairs < 1
+    ):
+        msg = (
+            "The 'sample_pairs' parameter of audit_mechanism must be an int >= 1 or None. "
+            f"Got {sample_pairs!r} instead."
+        )
+        raise ValueError(msg)
 
 
 def audit_mechanism(
@@ -294,66 +314,25 @@ def audit_mechanism(
     """
     p, d = _check_matrix(matrix, d_km)
     eps = check_epsilon(epsilon_per_km, "audit_mechanism")
-    if not (isinstance(rtol, (int, float)) and 0 <= rtol < 1):
-        msg = f"The 'rtol' parameter of audit_mechanism must be a float in [0, 1). Got {rtol!r} instead."
-        raise ValueError(msg)
-    if isinstance(n_worst, bool) or not isinstance(n_worst, (int, np.integer)) or n_worst < 0:
-        msg = f"The 'n_worst' parameter of audit_mechanism must be an int >= 0. Got {n_worst!r} instead."
-        raise ValueError(msg)
-    k, m = p.shape
+    _check_options(rtol, n_worst, sample_pairs)
+    k = p.shape[0]
     n_all = k * (k - 1) // 2
-    if sample_pairs is not None and (
-        isinstance(sample_pairs, bool) or not isinstance(sample_pairs, (int, np.integer)) or sample_pairs < 1
-    ):
-        msg = (
-            "The 'sample_pairs' parameter of audit_mechanism must be an int >= 1 or None. "
-            f"Got {sample_pairs!r} instead."
-        )
-        raise ValueError(msg)
-    tol = float(np.log1p(rtol))
     logp = _log_matrix(p)
-    col = _Collector(eps, tol, int(n_worst))
-
-    def check_list(pi: np.ndarray, pj: np.ndarray) -> int:
-        n_viol = 0
-        step = max(1, _CHUNK_ELEMENTS // max(m, 1))
-        for s in range(0, pi.size, step):
-            a, b = pi[s : s + step], pj[s : s + step]
-            lr, y = _pair_log_ratios(logp[a], logp[b])
-            n_viol += col.add(a, b, d[a, b], lr, y)
-        return n_viol
-
+    col = _Collector(eps, float(np.log1p(rtol)), int(n_worst))
     n_sampled = n_sampled_viol = 0
     if pairs is None and sample_pairs is None:
+        _check_all_pairs(col, logp, d)
         scope = f"all {n_all:,} pairs"
-        step = max(1, _CHUNK_ELEMENTS // max(k * m, 1))
-        for a0 in range(0, k - 1, step):
-            a1 = min(k - 1, a0 + step)
-            # Rows a0..a1-1 against columns a0+1..K-1; keep only i < j.
-            lr, y = _pair_log_ratios(logp[a0:a1, None, :], logp[None, a0 + 1 :, :])
-            ii, jj = np.nonzero(np.arange(a0, a1)[:, None] < np.arange(a0 + 1, k)[None, :])
-            col.add(ii + a0, jj + a0 + 1, d[ii + a0, jj + a0 + 1], lr[ii, jj], y[ii, jj])
     else:
         parts = []
-        given_i = given_j = np.zeros(0, dtype=np.int64)
         if pairs is not None:
-            if isinstance(pairs, tuple) and len(pairs) == 2:
-                pairs = np.stack([np.asarray(pairs[0]), np.asarray(pairs[1])], axis=1)
             given_i, given_j = _check_pairs(pairs, k)
-            check_list(given_i, given_j)
+            _check_listed(col, logp, d, given_i, given_j)
             parts.append(f"{given_i.size:,} given pairs")
         if sample_pairs is not None:
-            gen = np.random.default_rng(rng)
-            n_s = min(int(sample_pairs), n_all)
-            # Uniform unordered pairs without replacement: draw linear indices of the upper triangle.
-            flat = (
-                gen.choice(n_all, size=n_s, replace=False)
-                if n_all <= 50_000_000
-                else np.unique(gen.integers(0, n_all, size=n_s))
-            )
-            si, sj = _triangle_index(flat, k)
+            si, sj = _sampled_pairs(int(sample_pairs), k, rng)
             n_sampled = int(si.size)
-            n_sampled_viol = check_list(si, sj)
+            n_sampled_viol = _check_listed(col, logp, d, si, sj)
             parts.append(f"{n_sampled:,} sampled pairs (of {n_all:,})")
         scope = " + ".join(parts)
     return MdpAudit(
@@ -367,6 +346,44 @@ def audit_mechanism(
         epsilon_min_per_km=col.eps_min,
         worst=col.worst(),
     )
+
+
+def _check_all_pairs(col: _Collector, logp: np.ndarray, d: np.ndarray) -> None:
+    """Check every pair ``i < j`` into ``col``, by blocks of rows (each against the rows after it)."""
+    k, m = logp.shape
+    step = max(1, _CHUNK_ELEMENTS // max(k * m, 1))
+    for a0 in range(0, k - 1, step):
+        a1 = min(k - 1, a0 + step)
+        # Rows a0..a1-1 against columns a0+1..K-1; keep only i < j.
+        lr, y = _pair_log_ratios(logp[a0:a1, None, :], logp[None, a0 + 1 :, :])
+        ii, jj = np.nonzero(np.arange(a0, a1)[:, None] < np.arange(a0 + 1, k)[None, :])
+        col.add(ii + a0, jj + a0 + 1, d[ii + a0, jj + a0 + 1], lr[ii, jj], y[ii, jj])
+
+
+def _check_listed(col: _Collector, logp: np.ndarray, d: np.ndarray, pi: np.ndarray, pj: np.ndarray) -> int:
+    """Check the pairs ``(pi, pj)`` into ``col``, by chunks; return how many break eps-mDP."""
+    m = logp.shape[1]
+    n_viol = 0
+    step = max(1, _CHUNK_ELEMENTS // max(m, 1))
+    for s in range(0, pi.size, step):
+        a, b = pi[s : s + step], pj[s : s + step]
+        lr, y = _pair_log_ratios(logp[a], logp[b])
+        n_viol += col.add(a, b, d[a, b], lr, y)
+    return n_viol
+
+
+def _sampled_pairs(sample_pairs: int, k: int, rng: np.random.Generator | int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Draw ``sample_pairs`` unordered pairs of distinct records uniformly, without replacement (all when fewer)."""
+    n_all = k * (k - 1) // 2
+    gen = np.random.default_rng(rng)
+    n_s = min(sample_pairs, n_all)
+    # Uniform unordered pairs without replacement: draw linear indices of the upper triangle.
+    flat = (
+        gen.choice(n_all, size=n_s, replace=False)
+        if n_all <= 50_000_000
+        else np.unique(gen.integers(0, n_all, size=n_s))
+    )
+    return _triangle_index(flat, k)
 
 
 def _triangle_index(flat: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -436,7 +453,7 @@ def adversary_error_m(
 
 
 def matrix_digest(matrix: np.ndarray) -> str:
-    """A digest of a matrix's shape, type and bytes (which matrix an audit's numbers belong to)."""
+    """Return a digest of a matrix's shape, type and bytes (which matrix an audit's numbers belong to)."""
     m = np.ascontiguousarray(matrix)
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{m.shape}{m.dtype.str}".encode())
@@ -445,7 +462,7 @@ def matrix_digest(matrix: np.ndarray) -> str:
 
 
 def audit_numbers(aud: MdpAudit, matrix: np.ndarray) -> dict:
-    """An audit's numbers for :func:`mechanism_numbers`, with the budget and the digest of the matrix audited.
+    """Return an audit's numbers for :func:`mechanism_numbers`, with the budget and the digest of the matrix audited.
 
     A mechanism that was audited exactly when it was built keeps these in ``details["exact_audit"]``
     (the certified optimal LP), and :func:`mechanism_numbers` then reuses them instead of auditing the
@@ -462,8 +479,10 @@ def audit_numbers(aud: MdpAudit, matrix: np.ndarray) -> dict:
 
 
 def kept_audit_numbers(mechanism: object, epsilon_per_km: float) -> dict | None:
-    """The numbers of the exact audit made when ``mechanism`` was built (:func:`audit_numbers`), if they are of
-    its matrix (the digest matches) at this budget; else ``None``."""
+    """Return the numbers of the exact audit made when ``mechanism`` was built (:func:`audit_numbers`), or ``None``.
+
+    ``None`` unless they are of its matrix (the digest matches) and at this budget.
+    """
     numbers = (getattr(mechanism, "details", None) or {}).get("exact_audit")
     matrix = getattr(mechanism, "matrix", None)
     if not isinstance(numbers, dict) or matrix is None or numbers.get("epsilon_per_km") != float(epsilon_per_km):

@@ -237,172 +237,327 @@ def pdhg(
     if scheme not in SCHEMES:
         msg = f"The 'scheme' parameter of pdhg must be one of {SCHEMES}. Got {scheme!r} instead."
         raise ValueError(msg)
-    adaptive_step = scheme == "adaptive"
-    c = np.asarray(c, dtype=float)
-    b = np.asarray(b, dtype=float)
-    lower = np.asarray(lower, dtype=float)
-    upper = np.asarray(upper, dtype=float)
-    if not (np.isfinite(lower).all() and np.isfinite(upper).all()):
-        msg = "pdhg needs finite bounds on every variable."
-        raise ValueError(msg)
-    a_s, dr, dc = _scale(sp.csr_matrix(a))
-    dt = np.dtype(dtype)
-    a_s = a_s.astype(dt)
-    a_t = a_s.T.tocsr()
-    n_rows, n_cols = a_s.shape
-    cs, bs, lo, hi = (v.astype(dt) for v in (c * dc, b * dr, lower / dc, upper / dc))
-    x = np.clip(np.zeros(n_cols, dt) if x0 is None else (np.asarray(x0, dtype=float) / dc).astype(dt), lo, hi)
-    y = np.zeros(n_rows, dt) if y0 is None else (np.asarray(y0, dtype=float) / dr).astype(dt)
-    y[n_eq:] = np.maximum(y[n_eq:], 0.0)
-    # ||A_s||_2 by power iteration (an over-estimate is safe; the step is 0.95 of its inverse).
-    v = np.random.default_rng(0).standard_normal(n_cols).astype(dt)
-    norm2 = 1.0
-    for _ in range(30):
-        v = a_t @ (a_s @ v)
-        norm2 = float(np.linalg.norm(v))
-        v /= norm2
-    step = 0.95 / np.sqrt(norm2 * (1.01 if dt == np.float64 else 1.02))
+    lp = _ScaledLp.of(c, a, b, n_eq, lower, upper, np.dtype(dtype))
+    x, y = lp.start(x0, y0)
+    step = 0.95 / lp.norm_bound()
     if omega is None:
-        omega = max(float(np.linalg.norm(cs)), 1e-12) / max(float(np.linalg.norm(bs)), 1e-12)
-    block_form = None
-    if blocks is not None:
-        k_b, m_b = blocks
-        if n_eq != k_b or np.any(bs[n_eq:]):
-            msg = f"pdhg(blocks={blocks}): the LP must have n_eq = {k_b} row sums and b = 0 on the other rows."
-            raise ValueError(msg)
-        block_form = _pdhg_blocks.blocks_of(a_s, k_b, m_b)  # validates the form whatever runs the steps
+        omega = max(float(np.linalg.norm(lp.c)), 1e-12) / max(float(np.linalg.norm(lp.b)), 1e-12)
+    block_form = lp.block_form(blocks)  # validates the form whatever runs the steps
+    checks = _Checks(t0, time_limit_s, max_iterations, on_check, check_every_s, check_every_steps, callback_every_steps)
     if scheme == "halpern":
         # cuPDLPx's constant step, 0.998 / ||A|| (the same safety margin on the norm's estimate).
         eta_h = 0.998 / 0.95 * step
-        compiled = block_form is not None and BLOCK_STEPS and _pdhg_blocks.AVAILABLE and dt == np.float32
-        halpern = _Halpern(cs, a_s, a_t, bs, n_eq, lo, hi, eta_h, block_form if compiled else None)
-        run = halpern.run(
-            x,
-            y,
-            omega,
-            t0,
-            time_limit_s,
-            max_iterations,
-            on_check,
-            (dc, dr),
-            check_every_s,
-            check_every_steps,
-            callback_every_steps,
-        )
-        x_end, y_end, it, omega, stopped = run
-        return PdhgResult(
-            x=np.clip(x_end * dc, lower, upper),
-            y=y_end * dr,
-            iterations=it,
-            omega=float(omega),
-            step_size=float(eta_h),
-            time_s=time.perf_counter() - t0,
-            stopped_by_callback=stopped,
-            steps="compiled" if compiled else "numpy",
-        )
+        compiled = block_form is not None and BLOCK_STEPS and _pdhg_blocks.AVAILABLE and lp.dtype == np.float32
+        x_end, y_end, it, omega = _Halpern(lp, eta_h, block_form if compiled else None).run(x, y, omega, checks)
+        return lp.result(x_end, y_end, it, omega, eta_h, checks, "compiled" if compiled else "numpy")
+    # The step size (tau = eta / omega, sigma = eta omega); adaptive: from a previous call's when given.
+    adaptive_step = scheme == "adaptive"
+    eta_step = step if step_size is None or not adaptive_step else float(step_size)
+    x_best, y_best, it, omega, eta_step = _Pdlp(lp, adaptive_step, steps_before).run(x, y, omega, eta_step, checks)
+    return lp.result(x_best, y_best, it, omega, eta_step, checks, "numpy")
 
-    def kkt(x: np.ndarray, y: np.ndarray, ax: np.ndarray, aty: np.ndarray) -> float:
-        """Return the KKT error: scaled primal residual and duality gap (no dual residual: all boxed)."""
-        res = bs - ax
-        res[n_eq:] = np.maximum(res[n_eq:], 0.0)
-        rc = cs - aty
-        gap = cs @ x - (bs @ y + np.where(rc > 0, lo * rc, hi * rc).sum())
+
+@dataclass(frozen=True)
+class _ScaledLp:
+    """The LP scaled by :func:`_scale` in the iterations' precision, and what undoes the scaling.
+
+    ``c, a, a_t, b, lo, hi`` are scaled (``a_t`` is ``a``'s transpose, kept as CSR for the dual products);
+    ``dr, dc`` are the row and column factors, ``lower, upper`` the caller's bounds (float64).
+    """
+
+    c: np.ndarray
+    a: sp.csr_matrix
+    a_t: sp.csr_matrix
+    b: np.ndarray
+    n_eq: int
+    lo: np.ndarray
+    hi: np.ndarray
+    dr: np.ndarray
+    dc: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The iterations' precision."""
+        return self.c.dtype
+
+    @classmethod
+    def of(
+        cls, c: np.ndarray, a: sp.spmatrix, b: np.ndarray, n_eq: int, lower: np.ndarray, upper: np.ndarray, dt: np.dtype
+    ) -> _ScaledLp:
+        """Check the bounds (ValueError unless finite), scale the LP and cast it to ``dt``."""
+        c = np.asarray(c, dtype=float)
+        b = np.asarray(b, dtype=float)
+        lower = np.asarray(lower, dtype=float)
+        upper = np.asarray(upper, dtype=float)
+        if not (np.isfinite(lower).all() and np.isfinite(upper).all()):
+            msg = "pdhg needs finite bounds on every variable."
+            raise ValueError(msg)
+        a_s, dr, dc = _scale(sp.csr_matrix(a))
+        a_s = a_s.astype(dt)
+        a_t = a_s.T.tocsr()
+        cs, bs, lo, hi = (v.astype(dt) for v in (c * dc, b * dr, lower / dc, upper / dc))
+        return cls(cs, a_s, a_t, bs, n_eq, lo, hi, dr, dc, lower, upper)
+
+    def start(self, x0: np.ndarray | None, y0: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Return the scaled start ``(x, y)``: the warm start or zeros, ``x`` boxed, ``y >= 0`` on inequalities."""
+        dt, dc, dr = self.dtype, self.dc, self.dr
+        n_rows, n_cols = self.a.shape
+        x = np.zeros(n_cols, dt) if x0 is None else (np.asarray(x0, dtype=float) / dc).astype(dt)
+        x = np.clip(x, self.lo, self.hi)
+        y = np.zeros(n_rows, dt) if y0 is None else (np.asarray(y0, dtype=float) / dr).astype(dt)
+        y[self.n_eq :] = np.maximum(y[self.n_eq :], 0.0)
+        return x, y
+
+    def norm_bound(self) -> float:
+        """Return ``||A_s||_2`` by power iteration, a little over (an over-estimate is safe: the steps divide by it)."""
+        dt = self.dtype
+        v = np.random.default_rng(0).standard_normal(self.a.shape[1]).astype(dt)
+        norm2 = 1.0
+        for _ in range(30):
+            v = self.a_t @ (self.a @ v)
+            norm2 = float(np.linalg.norm(v))
+            v /= norm2
+        return np.sqrt(norm2 * (1.01 if dt == np.float64 else 1.02))
+
+    def block_form(self, blocks: tuple[int, int] | None) -> _pdhg_blocks.Blocks | None:
+        """Return the block form of ``pdhg(blocks=...)`` (``None`` without it); ValueError if the LP lacks it."""
+        if blocks is None:
+            return None
+        k_b, m_b = blocks
+        if self.n_eq != k_b or np.any(self.b[self.n_eq :]):
+            msg = f"pdhg(blocks={blocks}): the LP must have n_eq = {k_b} row sums and b = 0 on the other rows."
+            raise ValueError(msg)
+        return _pdhg_blocks.blocks_of(self.a, k_b, m_b)
+
+    def kkt(self, omega: float, x: np.ndarray, y: np.ndarray, ax: np.ndarray, aty: np.ndarray) -> float:
+        """Return the KKT error of a point: scaled primal residual and duality gap (no dual residual: all boxed)."""
+        res = self.b - ax
+        res[self.n_eq :] = np.maximum(res[self.n_eq :], 0.0)
+        rc = self.c - aty
+        gap = self.c @ x - (self.b @ y + np.where(rc > 0, self.lo * rc, self.hi * rc).sum())
         return float(np.sqrt(omega**2 * (res @ res) + gap**2))
 
-    aty = a_t @ y
-    b_nz = np.flatnonzero(bs)  # sigma b is added on these rows only (the LP's row sums)
-    # Running sums of x and y since the restart (the step-weighted averages): each step adds into
-    # working-precision sums, flushed into float64 totals at every check (every
-    # ``check_every_steps`` steps), so the working precision's rounding spans at most that many
-    # steps, and a step passes over float32 vectors only (float64 sums every step would add a sizeable
-    # share to its time).
-    part = [np.zeros(n_cols, dt), np.zeros(n_rows, dt)]
-    sums = [np.zeros(n_cols), np.zeros(n_rows)]
-    count = 0.0
-    anchor = (x.copy(), y.copy())
-    k_restart, k_last = kkt(x, y, a_s @ x, aty), np.inf
-    it = it_restart = 0
-    last_check = -np.inf
-    stopped = False
-    best = (x, y)
-    x_new, y_new = np.empty_like(x), np.empty_like(y)
-    dx, x_bar, tmp_x = np.empty_like(x), np.empty_like(x), np.empty_like(x)
-    dy = np.empty_like(y)
-    # The step size (tau = eta / omega, sigma = eta omega); adaptive: from a previous call's when given.
-    eta_step = step if step_size is None or not adaptive_step else float(step_size)
-    while True:
-        while True:
-            tau, sigma = dt.type(eta_step / omega), dt.type(eta_step * omega)
-            _step(a_s, cs, bs, b_nz, n_eq, lo, hi, tau, sigma, (x, y, aty), (x_new, x_bar, y_new), (tmp_x, dy))
-            np.subtract(x_bar, x_new, out=dx)  # x_new - x
-            aty_new = a_t @ y_new
-            weight = eta_step
-            if not adaptive_step:
-                break
-            # PDLP's adaptive step (Applegate et al. 2021, algorithm 3): the largest step the local
-            # interaction of the move allows, growing slowly; a step beyond it is taken again shorter.
-            np.subtract(y_new, y, out=dy)
-            np.subtract(aty_new, aty, out=tmp_x)
-            interaction = abs(float(dx @ tmp_x))
-            movement = 0.5 * omega * float(dx @ dx) + 0.5 / omega * float(dy @ dy)
-            limit = movement / interaction if interaction > 0 else np.inf
-            k = steps_before + it + 2  # PDLP counts from 1; at 1 the first factor below is 0 (the step would stay 0)
-            grow = (1 + k**-0.6) * eta_step
-            eta_step = grow if limit == np.inf else min((1 - k**-0.3) * limit, grow)
-            if weight <= limit:
-                break
-        x, x_new = x_new, x
-        y, y_new, aty = y_new, y, aty_new
-        # Averages weighted by the step (PDLP's).
-        np.multiply(x, weight, out=tmp_x)
-        part[0] += tmp_x
-        np.multiply(y, weight, out=dy)
-        part[1] += dy
-        count += weight
-        it += 1
-        if it % check_every_steps:
-            continue
-        for total, acc in zip(sums, part, strict=True):
+    def result(
+        self, x: np.ndarray, y: np.ndarray, it: int, omega: float, step_size: float, checks: _Checks, steps: str
+    ) -> PdhgResult:
+        """Return a run's :class:`PdhgResult`, its point ``(x, y)`` unscaled."""
+        return PdhgResult(
+            x=np.clip(x * self.dc, self.lower, self.upper),  # unscaling may step an ulp past a bound
+            y=y * self.dr,
+            iterations=it,
+            omega=float(omega),
+            step_size=float(step_size),
+            time_s=time.perf_counter() - checks.t0,
+            stopped_by_callback=checks.stopped,
+            steps=steps,
+        )
+
+
+class _Checks:
+    """What a run does at its checks (every ``check_every_steps`` steps) for the caller of :func:`pdhg`.
+
+    It calls ``on_check`` when due (by the clock, or by the steps when ``callback_every_steps`` is given) and
+    tells the run to stop on the callback's word, at the time limit or at ``max_iterations``.
+    """
+
+    def __init__(
+        self,
+        t0: float,
+        time_limit_s: float,
+        max_iterations: int | None,
+        on_check: Callable[[np.ndarray, np.ndarray], bool] | None,
+        check_every_s: float,
+        check_every_steps: int,
+        callback_every_steps: int | None,
+    ) -> None:
+        self.t0 = t0
+        self.time_limit_s = time_limit_s
+        self.max_iterations = max_iterations
+        self.on_check = on_check
+        self.check_every_s = check_every_s
+        self.every_steps = check_every_steps
+        self.callback_every_steps = callback_every_steps
+        self.last_check = -np.inf
+        self.stopped = False  # True once on_check asked to stop
+
+    def stop(self, it: int, lp: _ScaledLp, x: np.ndarray, y: np.ndarray) -> bool:
+        """At the check after step ``it``, with the candidate ``(x, y)`` (scaled): return True to stop the run."""
+        elapsed = time.perf_counter() - self.t0
+        if self.callback_every_steps is None:
+            due = elapsed - self.last_check >= self.check_every_s
+        else:
+            due = it % self.callback_every_steps == 0
+        if self.on_check is not None and due:
+            self.last_check = elapsed
+            if self.on_check(x * lp.dc, y * lp.dr):
+                self.stopped = True
+                return True
+        return elapsed >= self.time_limit_s or (self.max_iterations is not None and it >= self.max_iterations)
+
+
+def _restart_due(
+    error: float, error_restart: float, error_last: float, since: int, steps: int, rules: tuple[float, float, float]
+) -> bool:
+    """Return True when a run restarts: PDLP's and cuPDLPx's rule on the decay of an error.
+
+    ``rules = (sufficient, necessary, artificial)``: the error fell below ``sufficient`` times its value at
+    the last restart, or below ``necessary`` times it and grew since the last check (``error_last``), or the
+    ``since`` steps since the restart are ``artificial`` of all ``steps`` (a forced restart).
+    """
+    sufficient, necessary, artificial = rules
+    return (
+        error <= sufficient * error_restart
+        or (error <= necessary * error_restart and error > error_last)
+        or since >= artificial * steps
+    )
+
+
+class _RunningSums:
+    """Sums of ``x`` and ``y`` since the last restart, for PDLP's step-weighted averages.
+
+    Each step adds into working-precision sums (``part``), flushed into float64 ``totals`` at every check
+    (every ``check_every_steps`` steps), so the working precision's rounding spans at most that many steps,
+    and a step passes over float32 vectors only (float64 sums every step would add a sizeable share to its
+    time).
+    """
+
+    def __init__(self, lp: _ScaledLp) -> None:
+        n_rows, n_cols = lp.a.shape
+        self.part = [np.zeros(n_cols, lp.dtype), np.zeros(n_rows, lp.dtype)]
+        self.totals = [np.zeros(n_cols), np.zeros(n_rows)]
+
+    def flush(self) -> None:
+        """Add the working-precision sums into the totals and zero them."""
+        for total, acc in zip(self.totals, self.part, strict=True):
             total += acc
             acc[:] = 0.0
-        avg_x, avg_y = sums[0] / count, sums[1] / count
-        avg = (avg_x, avg_y, a_s @ avg_x.astype(dt), a_t @ avg_y.astype(dt))
-        k_avg, k_cur = kkt(*avg), kkt(x, y, a_s @ x, aty)
-        cand, k_cand = (avg, k_avg) if k_avg < k_cur else ((x.copy(), y.copy(), None, aty), k_cur)
-        best = (cand[0], cand[1])
-        elapsed = time.perf_counter() - t0
-        due = elapsed - last_check >= check_every_s if callback_every_steps is None else it % callback_every_steps == 0
-        if on_check is not None and due:
-            last_check = elapsed
-            if on_check(cand[0] * dc, cand[1] * dr):
-                stopped = True
+
+    def clear(self) -> None:
+        """Zero the totals (at a restart; the working-precision sums were just flushed)."""
+        for acc in self.totals:
+            acc[:] = 0.0
+
+
+@dataclass(frozen=True)
+class _Pdlp:
+    """PDLP's restarted PDHG on a scaled LP (``pdhg(scheme="adaptive")`` or ``"constant"``), averaged iterates."""
+
+    lp: _ScaledLp
+    adaptive: bool  # PDLP's adaptive step size; False: the step stays the one given
+    steps_before: int  # steps of earlier calls this one continues (PDLP's step rule counts all steps)
+
+    def candidate(
+        self, omega: float, point: tuple[np.ndarray, np.ndarray, np.ndarray], sums: _RunningSums, count: float
+    ) -> tuple[tuple, float]:
+        """At a check: return the average or the current point, whichever has the smaller KKT error, and that error.
+
+        ``point = (x, y, A^T y)``; a candidate is ``(x, y, A x, A^T y)``, ``A x`` ``None`` for the current point.
+        """
+        a, a_t = self.lp.a, self.lp.a_t
+        x, y, aty = point
+        dt = x.dtype
+        sums.flush()
+        avg_x, avg_y = sums.totals[0] / count, sums.totals[1] / count
+        avg = (avg_x, avg_y, a @ avg_x.astype(dt), a_t @ avg_y.astype(dt))
+        k_avg, k_cur = self.lp.kkt(omega, *avg), self.lp.kkt(omega, x, y, a @ x, aty)
+        return (avg, k_avg) if k_avg < k_cur else ((x.copy(), y.copy(), None, aty), k_cur)
+
+    def restart(
+        self, cand: tuple, anchor: tuple[np.ndarray, np.ndarray], omega: float, sums: _RunningSums
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, tuple[np.ndarray, np.ndarray]]:
+        """Restart at the candidate (emptying the sums): return its ``(x, y, A^T y)``, the new ``omega`` and anchor."""
+        x, y, aty = (arr.astype(self.lp.dtype) for arr in (cand[0], cand[1], cand[3]))  # copies
+        # Re-balance primal and dual progress (PDLP's smoothing 0.5).
+        omega = _primal_weight(omega, float(np.linalg.norm(x - anchor[0])), float(np.linalg.norm(y - anchor[1])))
+        sums.clear()
+        return x, y, aty, omega, (x.copy(), y.copy())
+
+    def run(
+        self, x: np.ndarray, y: np.ndarray, omega: float, eta_step: float, checks: _Checks
+    ) -> tuple[np.ndarray, np.ndarray, int, float, float]:
+        """Iterate from ``(x, y)``; return the last candidate (scaled), the steps, ``omega`` and the step size."""
+        c, a, a_t, b, n_eq, lo, hi = self.lp.c, self.lp.a, self.lp.a_t, self.lp.b, self.lp.n_eq, self.lp.lo, self.lp.hi
+        adaptive_step, steps_before, check_every_steps = self.adaptive, self.steps_before, checks.every_steps
+        dt = x.dtype
+        aty = a_t @ y
+        b_nz = np.flatnonzero(b)  # sigma b is added on these rows only (the LP's row sums)
+        sums = _RunningSums(self.lp)
+        part = sums.part
+        count = 0.0
+        anchor = (x.copy(), y.copy())
+        k_restart, k_last = self.lp.kkt(omega, x, y, a @ x, aty), np.inf
+        it = it_restart = 0
+        best = (x, y)
+        x_new, y_new = np.empty_like(x), np.empty_like(y)
+        dx, x_bar, tmp_x = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+        dy = np.empty_like(y)
+        while True:
+            while True:
+                tau, sigma = dt.type(eta_step / omega), dt.type(eta_step * omega)
+                _step(a, c, b, b_nz, n_eq, lo, hi, tau, sigma, (x, y, aty), (x_new, x_bar, y_new), (tmp_x, dy))
+                np.subtract(x_bar, x_new, out=dx)  # x_new - x
+                aty_new = a_t @ y_new
+                weight = eta_step
+                if not adaptive_step:
+                    break
+                # PDLP's adaptive step (Applegate et al. 2021, algorithm 3): the largest step the local
+                # interaction of the move allows, growing slowly; a step beyond it is taken again shorter.
+                np.subtract(y_new, y, out=dy)
+                np.subtract(aty_new, aty, out=tmp_x)
+                interaction = abs(float(dx @ tmp_x))
+                movement = 0.5 * omega * float(dx @ dx) + 0.5 / omega * float(dy @ dy)
+                limit = movement / interaction if interaction > 0 else np.inf
+                # PDLP counts from 1; at 1 the first factor below is 0 (the step would stay 0).
+                k = steps_before + it + 2
+                grow = (1 + k**-0.6) * eta_step
+                eta_step = grow if limit == np.inf else min((1 - k**-0.3) * limit, grow)
+                if weight <= limit:
+                    break
+            x, x_new = x_new, x
+            y, y_new, aty = y_new, y, aty_new
+            # Averages weighted by the step (PDLP's).
+            np.multiply(x, weight, out=tmp_x)
+            part[0] += tmp_x
+            np.multiply(y, weight, out=dy)
+            part[1] += dy
+            count += weight
+            it += 1
+            if it % check_every_steps:
+                continue
+            cand, k_cand = self.candidate(omega, (x, y, aty), sums, count)
+            best = (cand[0], cand[1])
+            if checks.stop(it, self.lp, cand[0], cand[1]):
                 break
-        if elapsed >= time_limit_s or (max_iterations is not None and it >= max_iterations):
-            break
-        restart = (
-            k_cand <= _SUFFICIENT * k_restart
-            or (k_cand <= _NECESSARY * k_restart and k_cand > k_last)
-            or it - it_restart >= _ARTIFICIAL * it
-        )
-        k_last = k_cand
-        if restart:
-            x, y, aty = (arr.astype(dt) for arr in (cand[0], cand[1], cand[3]))  # copies
-            # Re-balance primal and dual progress (PDLP's smoothing 0.5).
-            omega = _primal_weight(omega, float(np.linalg.norm(x - anchor[0])), float(np.linalg.norm(y - anchor[1])))
-            anchor = (x.copy(), y.copy())
-            k_restart, k_last, it_restart = k_cand, np.inf, it
-            for acc in sums:
-                acc[:] = 0.0
-            count = 0.0
-    return PdhgResult(
-        x=np.clip(best[0] * dc, lower, upper),  # unscaling may step an ulp past a bound
-        y=best[1] * dr,
-        iterations=it,
-        omega=float(omega),
-        step_size=float(eta_step),
-        time_s=time.perf_counter() - t0,
-        stopped_by_callback=stopped,
-    )
+            restart = _restart_due(
+                k_cand, k_restart, k_last, it - it_restart, it, (_SUFFICIENT, _NECESSARY, _ARTIFICIAL)
+            )
+            k_last = k_cand
+            if restart:
+                x, y, aty, omega, anchor = self.restart(cand, anchor, omega, sums)
+                k_restart, k_last, it_restart = k_cand, np.inf, it
+                count = 0.0
+        return best[0], best[1], it, omega, eta_step
+
+
+def _fixed_point_error(
+    eta: float,
+    omega: float,
+    point: tuple[np.ndarray, np.ndarray, np.ndarray],
+    pdhg_point: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> float:
+    """Return Halpern's fixed-point error ``||z - T(z)||`` in PDHG's norm.
+
+    The norm is ``[[omega / eta, A^T], [A, 1 / (eta omega)]]``; ``point = (x, y, A^T y)`` is ``z``,
+    ``pdhg_point = (x_hat, y_hat, A^T y_hat)`` its PDHG point ``T(z)``. The norm's cross term comes from
+    the products at hand (``dy . A dx = dx . A^T dy``).
+    """
+    x, y, aty = point
+    x_hat, y_hat, aty_hat = pdhg_point
+    dx, dy = x - x_hat, y - y_hat
+    r2 = omega / eta * float(dx @ dx) + float(dy @ dy) / (eta * omega) + 2.0 * float(dx @ (aty - aty_hat))
+    return float(np.sqrt(max(r2, 0.0)))
 
 
 def _reflect(
@@ -436,35 +591,17 @@ def _reflect(
 class _Halpern:
     """Restarted reflected Halpern PDHG on a scaled LP (``pdhg(scheme="halpern")``), constant step ``eta``."""
 
-    c: np.ndarray
-    a: sp.csr_matrix
-    a_t: sp.csr_matrix
-    b: np.ndarray
-    n_eq: int
-    lo: np.ndarray
-    hi: np.ndarray
+    lp: _ScaledLp
     eta: float
     blocks: _pdhg_blocks.Blocks | None = None  # the compiled block steps (float32), else numpy's
 
     def run(
-        self,
-        x: np.ndarray,
-        y: np.ndarray,
-        omega: float,
-        t0: float,
-        time_limit_s: float,
-        max_iterations: int | None,
-        on_check: Callable[[np.ndarray, np.ndarray], bool] | None,
-        unscale: tuple[np.ndarray, np.ndarray],
-        check_every_s: float,
-        check_every_steps: int,
-        callback_every_steps: int | None,
-    ) -> tuple[np.ndarray, np.ndarray, int, float, bool]:
-        """Iterate from ``(x, y)`` (modified in place); return the last PDHG point, steps, ``omega``, stopped."""
-        c, a, a_t, b = self.c, self.a, self.a_t, self.b
-        n_eq, lo, hi, eta = self.n_eq, self.lo, self.hi, self.eta
+        self, x: np.ndarray, y: np.ndarray, omega: float, checks: _Checks
+    ) -> tuple[np.ndarray, np.ndarray, int, float]:
+        """Iterate from ``(x, y)`` (modified in place); return the last PDHG point (scaled), the steps and ``omega``."""
+        c, a, a_t, b, n_eq, lo, hi = self.lp.c, self.lp.a, self.lp.a_t, self.lp.b, self.lp.n_eq, self.lp.lo, self.lp.hi
+        eta, check_every_steps = self.eta, checks.every_steps
         dt = x.dtype
-        dc, dr = unscale
         aty = a_t @ y
         b_nz = np.flatnonzero(b)  # sigma b is added on these rows only (the LP's row sums)
         anchor = (x.copy(), y.copy(), aty.copy())
@@ -473,8 +610,6 @@ class _Halpern:
         row_terms = np.empty((0, 0) if self.blocks is None else self.blocks.row_sums.shape, dt)
         it = k = 0
         r, r_anchor, r_last = 0.0, -1.0, np.inf
-        last_check = -np.inf
-        stopped = False
         while True:
             tau, sigma = dt.type(eta / omega), dt.type(eta * omega)
             # Steps up to the next check (one after a restart: it measures the anchor's error). The last of
@@ -499,33 +634,15 @@ class _Halpern:
             k += n - 1
             check = it % check_every_steps == 0
             if check or r_anchor < 0:
-                # The fixed-point error ||z - T(z)|| in PDHG's norm [[omega / eta, A^T], [A, 1 / (eta omega)]]
-                # (its cross term from the products at hand: dy . A dx = dx . A^T dy).
-                dx, dy = x - x_hat, y - y_hat
-                r2 = omega / eta * float(dx @ dx) + float(dy @ dy) / (eta * omega) + 2.0 * float(dx @ (aty - aty_hat))
-                r = float(np.sqrt(max(r2, 0.0)))
+                r = _fixed_point_error(eta, omega, (x, y, aty), (x_hat, y_hat, aty_hat))
                 r_anchor = r if r_anchor < 0 else r_anchor
             _reflect(weights[-1], (x, y, aty), (x_bar, y_hat, aty_hat), anchor, (tmp_x, tmp_y))
             k += 1
             if not check:
                 continue
-            elapsed = time.perf_counter() - t0
-            if callback_every_steps is None:
-                due = elapsed - last_check >= check_every_s
-            else:
-                due = it % callback_every_steps == 0
-            if on_check is not None and due:
-                last_check = elapsed
-                if on_check(x_hat * dc, y_hat * dr):
-                    stopped = True
-                    break
-            if elapsed >= time_limit_s or (max_iterations is not None and it >= max_iterations):
+            if checks.stop(it, self.lp, x_hat, y_hat):
                 break
-            restart = (
-                r <= _H_SUFFICIENT * r_anchor
-                or (r <= _H_NECESSARY * r_anchor and r > r_last)
-                or k >= _H_ARTIFICIAL * it
-            )
+            restart = _restart_due(r, r_anchor, r_last, k, it, (_H_SUFFICIENT, _H_NECESSARY, _H_ARTIFICIAL))
             r_last = r
             if restart:  # to the last PDHG point, which becomes the anchor
                 dx_norm = float(np.linalg.norm(x_hat - anchor[0]))
@@ -533,4 +650,4 @@ class _Halpern:
                 x[:], y[:], aty[:] = x_hat, y_hat, aty_hat
                 anchor = (x_hat.copy(), y_hat.copy(), aty_hat.copy())
                 k, r_anchor, r_last = 0, -1.0, np.inf
-        return x_hat, y_hat, it, omega, stopped
+        return x_hat, y_hat, it, omega

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from panda.accounting import phase1_cost_sparse
 from panda.anchors import SelectionModel, sample_anchor_sets, surrogates
-from panda.anpo import anchor_pairs, solve_anpo
+from panda.anpo import AnpoPairs, anchor_pairs, solve_anpo
 from panda.config import PandaConfig
 from panda.instance import Instance
 from panda.lp import solve_mdp_lp
@@ -159,6 +162,76 @@ def run_panda(
     progress
         Optional callable ``progress(phase: str, fraction: float)`` for long runs (dashboards).
     """
+    config = _checked(instance, config)
+    report = progress or (lambda phase, fraction: None)
+    rng = np.random.default_rng(seed)
+    t: dict[str, float] = {}
+    eps = config.epsilon_per_km
+
+    with _phase(report, "Phase I: selection probabilities", 0.0, t, "selection_model"):
+        model = SelectionModel.build(instance, config)
+    with _phase(report, "Phase I: anchor draws", 0.1, t, "anchors"):
+        anchors = _draw_anchors(instance, model, rng)
+    union = anchors.union
+    with _phase(report, "Phase I: exact privacy cost", 0.2, t, "phase1_cost"):
+        pairs, a, b = _constrained_pairs(instance, union, config.constraint_radius_km)
+        eps_bar = phase1_cost_sparse(model, a, b, pairs.d_km)
+    with _phase(report, "Safety margins", 0.35, t, "margins"):
+        margins = safety_margins(model, a, b)
+        exponent = _phase2_exponent(eps, eps_bar, pairs.d_km, margins.xi_hat)
+
+    report("AnPO LP", 0.55)
+    cost = _anchor_cost(instance, union)
+    z, lp_status, lp_obj, lp_info = _solve_anpo(instance, union, cost, pairs, exponent, config)
+    t["anpo_lp"] = lp_info.get("solve_time_s", 0.0) + lp_info.get("build_time_s", 0.0)
+
+    relaxed_obj = float("nan")
+    if config.solve_relaxed and union.size:
+        with _phase(report, "Relaxed AnPO (lower bound)", 0.75, t, "relaxed_lp"):
+            relaxed_obj, lp_info["relaxed_status"] = _solve_relaxed(cost, pairs, eps, config)
+
+    with _phase(report, "Phase II", 0.9, t, "phase2"):
+        measured = _phase2(instance, model, anchors, z, eps, rng)
+    t["total"] = float(sum(t.values()))
+    report("Done", 1.0)
+
+    ratio = lp_obj / relaxed_obj if relaxed_obj and np.isfinite(relaxed_obj) and relaxed_obj > 0 else float("nan")
+    return PandaResult(
+        config=config,
+        instance_summary=instance.summary(),
+        gamma_km=model.gamma_km,
+        far_value=model.far,
+        user_records=instance.users.copy(),
+        anchor_sets=anchors.sets,
+        surrogates=anchors.surrogates,
+        empty_anchor_users=anchors.empty,
+        anchor_union=union,
+        pair_i=pairs.i,
+        pair_j=pairs.j,
+        pair_d_km=pairs.d_km,
+        pair_eps_bar_per_km=eps_bar,
+        pair_xi=margins.xi_hat,
+        pair_exponent=exponent,
+        pair_over_budget=exponent < 0,
+        pair_unreachable=margins.unreachable,
+        z=z,
+        outputs=measured.outputs,
+        lp_status=lp_status,
+        lp_objective_m=lp_obj,
+        lp_info=lp_info,
+        relaxed_objective_m=relaxed_obj,
+        approximation_ratio=float(ratio),
+        loss_expected_m=measured.loss_expected_m,
+        loss_sampled_m=measured.loss_sampled_m,
+        user_pair_violation_rate=measured.violation_rate,
+        user_pair_eps_bar_per_km=measured.user_eps_bar,
+        budget_split=_budget_split(eps, pairs.d_km, eps_bar, margins.xi_hat),
+        timings_s=t,
+    )
+
+
+def _checked(instance: Instance, config: PandaConfig | None) -> PandaConfig:
+    """Return the run's config (``PandaConfig()`` for ``None``); TypeError on an argument of another type."""
     if config is None:
         config = PandaConfig()
     if not isinstance(config, PandaConfig):
@@ -167,97 +240,126 @@ def run_panda(
     if not isinstance(instance, Instance):
         msg = f"The 'instance' parameter of run_panda must be an Instance. Got {type(instance).__name__} instead."
         raise TypeError(msg)
-    report = progress or (lambda phase, fraction: None)
-    rng = np.random.default_rng(seed)
-    t: dict[str, float] = {}
-    eps = config.epsilon_per_km
+    return config
 
-    report("Phase I: selection probabilities", 0.0)
-    t0 = time.perf_counter()
-    model = SelectionModel.build(instance, config)
-    t["selection_model"] = time.perf_counter() - t0
 
-    report("Phase I: anchor draws", 0.1)
+@contextmanager
+def _phase(
+    report: Callable[[str, float], None], message: str, fraction: float, timings: dict[str, float], key: str
+) -> Iterator[None]:
+    """Report a phase to the caller's progress, then time its body into ``timings[key]`` (seconds)."""
+    report(message, fraction)
     t0 = time.perf_counter()
+    yield
+    timings[key] = time.perf_counter() - t0
+
+
+class _Anchors(NamedTuple):
+    """Phase I's draws: each user's anchor set and surrogate (-1: empty set), those users, the sets' union."""
+
+    sets: list
+    surrogates: np.ndarray
+    empty: np.ndarray
+    union: np.ndarray
+
+
+def _draw_anchors(instance: Instance, model: SelectionModel, rng: np.random.Generator) -> _Anchors:
+    """Draw the users' anchor sets; return them with the surrogates, the users without anchors and the union."""
     users = instance.users
     sets = sample_anchor_sets(model, users, rng=rng)
     sur = surrogates(instance, users, sets)
     empty = np.flatnonzero(sur < 0)
     union = np.unique(np.concatenate(sets)) if any(s.size for s in sets) else np.zeros(0, dtype=np.int64)
-    t["anchors"] = time.perf_counter() - t0
+    return _Anchors(sets, sur, empty, union)
 
-    report("Phase I: exact privacy cost", 0.2)
-    t0 = time.perf_counter()
-    pairs = anchor_pairs(
-        lambda i, j: instance.distances_km_pairs(union[i], union[j]), union.size, config.constraint_radius_km
-    )
-    a, b = union[pairs.i], union[pairs.j]
-    eps_bar = phase1_cost_sparse(model, a, b, pairs.d_km)
-    t["phase1_cost"] = time.perf_counter() - t0
 
-    report("Safety margins", 0.35)
-    t0 = time.perf_counter()
-    margins = safety_margins(model, a, b)
-    xi = margins.xi_hat
+def _constrained_pairs(
+    instance: Instance, union: np.ndarray, radius_km: float | None
+) -> tuple[AnpoPairs, np.ndarray, np.ndarray]:
+    """Return the constrained pairs of the anchor union (within ``radius_km``) and their two records."""
+    pairs = anchor_pairs(lambda i, j: instance.distances_km_pairs(union[i], union[j]), union.size, radius_km)
+    return pairs, union[pairs.i], union[pairs.j]
+
+
+def _phase2_exponent(eps: float, eps_bar: np.ndarray, d_km: np.ndarray, xi: np.ndarray) -> np.ndarray:
+    """Return each pair's Phase-II exponent ``B = (eps - eps_bar) d - xi`` (``-inf`` where it is undefined)."""
     with np.errstate(invalid="ignore"):
-        exponent = (eps - eps_bar) * pairs.d_km - xi
-    exponent = np.where(np.isnan(exponent), -np.inf, exponent)
-    over = exponent < 0
-    t["margins"] = time.perf_counter() - t0
+        exponent = (eps - eps_bar) * d_km - xi
+    return np.where(np.isnan(exponent), -np.inf, exponent)
 
-    report("AnPO LP", 0.55)
-    m = instance.n_outputs
+
+def _anchor_cost(instance: Instance, union: np.ndarray) -> np.ndarray:
+    """Return the LP's cost: each anchor's utility cost row weighted by its prior normalised over the union."""
     weights = instance.prior[union]
     weights = weights / weights.sum() if union.size else weights
-    cost = weights[:, None] * instance.cost_m[union]
-    z = None
-    lp_status, lp_obj = "no anchors", float("nan")
-    lp_info: dict = {}
-    if union.size:
-        res = solve_anpo(
-            cost, pairs, exponent, eta=config.lp_floor, time_limit_s=config.lp_time_limit_s, solver=config.lp_solver
-        )
-        z, lp_status, lp_obj = res.z, res.lp.status, res.objective
-        lp_info = {
-            "rows": res.lp.n_rows,
-            "columns": res.lp.n_cols,
-            "nonzeros": res.lp.n_nonzeros,
-            "ordered_pairs_given": res.n_pairs_given,
-            "ordered_pairs_implied_by_floor": res.n_pairs_implied,
-            "group_pairs_kept": res.n_pairs_kept,
-            "row_groups": res.n_groups,
-            "floor_eta": res.eta,
-            "floor_cost_bound_m": float(res.eta * m * instance.cost_m[union].max()) if union.size else 0.0,
-            "solve_time_s": res.lp.time_s,
-            "build_time_s": res.build_time_s,
-            "solver": res.lp.solver,
-        }
-    t["anpo_lp"] = lp_info.get("solve_time_s", 0.0) + lp_info.get("build_time_s", 0.0)
+    return weights[:, None] * instance.cost_m[union]
 
-    relaxed_obj = float("nan")
-    if config.solve_relaxed and union.size:
-        report("Relaxed AnPO (lower bound)", 0.75)
-        t0 = time.perf_counter()
-        pi = np.concatenate([pairs.i, pairs.j])
-        pj = np.concatenate([pairs.j, pairs.i])
-        rel = solve_mdp_lp(
-            cost,
-            pi,
-            pj,
-            np.tile(eps * pairs.d_km, 2),
-            eta=config.lp_floor,
-            time_limit_s=config.relaxed_time_limit_s,
-            solver=config.lp_solver,
-        )
-        relaxed_obj = rel.objective
-        lp_info["relaxed_status"] = rel.lp.status
-        t["relaxed_lp"] = time.perf_counter() - t0
 
-    report("Phase II", 0.9)
-    t0 = time.perf_counter()
+def _solve_anpo(
+    instance: Instance, union: np.ndarray, cost: np.ndarray, pairs: AnpoPairs, exponent: np.ndarray, config: PandaConfig
+) -> tuple[np.ndarray | None, str, float, dict]:
+    """Solve the AnPO LP over the anchor union; return ``z`` (``None`` without anchors), status, objective, facts."""
+    if not union.size:
+        return None, "no anchors", float("nan"), {}
+    res = solve_anpo(
+        cost, pairs, exponent, eta=config.lp_floor, time_limit_s=config.lp_time_limit_s, solver=config.lp_solver
+    )
+    lp_info = {
+        "rows": res.lp.n_rows,
+        "columns": res.lp.n_cols,
+        "nonzeros": res.lp.n_nonzeros,
+        "ordered_pairs_given": res.n_pairs_given,
+        "ordered_pairs_implied_by_floor": res.n_pairs_implied,
+        "group_pairs_kept": res.n_pairs_kept,
+        "row_groups": res.n_groups,
+        "floor_eta": res.eta,
+        "floor_cost_bound_m": float(res.eta * instance.n_outputs * instance.cost_m[union].max()),
+        "solve_time_s": res.lp.time_s,
+        "build_time_s": res.build_time_s,
+        "solver": res.lp.solver,
+    }
+    return res.z, res.lp.status, res.objective, lp_info
+
+
+def _solve_relaxed(cost: np.ndarray, pairs: AnpoPairs, eps: float, config: PandaConfig) -> tuple[float, str]:
+    """Solve the relaxed AnPO LP (eps-mDP on the anchor pairs, no Phase I): its optimum, a lower bound, and status."""
+    pi = np.concatenate([pairs.i, pairs.j])
+    pj = np.concatenate([pairs.j, pairs.i])
+    rel = solve_mdp_lp(
+        cost,
+        pi,
+        pj,
+        np.tile(eps * pairs.d_km, 2),
+        eta=config.lp_floor,
+        time_limit_s=config.relaxed_time_limit_s,
+        solver=config.lp_solver,
+    )
+    return rel.objective, rel.lp.status
+
+
+class _Phase2(NamedTuple):
+    """Phase II's outputs and what they are measured by (``nan`` or empty where there is nothing to measure)."""
+
+    outputs: np.ndarray
+    loss_expected_m: float
+    loss_sampled_m: float
+    violation_rate: float
+    user_eps_bar: np.ndarray
+
+
+def _phase2(
+    instance: Instance,
+    model: SelectionModel,
+    anchors: _Anchors,
+    z: np.ndarray | None,
+    eps: float,
+    rng: np.random.Generator,
+) -> _Phase2:
+    """Sample each user's output from its surrogate's row of ``z``; measure the losses and the realised check."""
+    users = instance.users
     row_of = np.full(instance.n_records, -1, dtype=np.int64)
-    row_of[union] = np.arange(union.size)
-    sur_rows = np.where(sur >= 0, row_of[np.maximum(sur, 0)], -1)
+    row_of[anchors.union] = np.arange(anchors.union.size)
+    sur_rows = np.where(anchors.surrogates >= 0, row_of[np.maximum(anchors.surrogates, 0)], -1)
     outputs = np.full(users.size, -1, dtype=np.int64)
     loss_exp = loss_smp = float("nan")
     viol_rate = float("nan")
@@ -269,55 +371,30 @@ def run_panda(
             c_users = instance.cost_m[users[ok]]
             loss_exp = float((c_users * z[sur_rows[ok]]).sum(axis=1).mean())
             loss_smp = float(c_users[np.arange(ok.sum()), outputs[ok]].mean())
-        # Realised check over user pairs with surrogates.
-        idx = np.flatnonzero(ok)
-        if idx.size >= 2:
-            ui, uj = np.triu_indices(idx.size, k=1)
-            xn, xm = users[idx[ui]], users[idx[uj]]
-            d_u = instance.distances_km_pairs(xn, xm)
-            user_eps_bar = phase1_cost_sparse(model, xn, xm, d_u)
-            with np.errstate(invalid="ignore"):
-                allowed = (eps - user_eps_bar) * d_u
-            actual = pair_log_ratio(z[sur_rows[idx[ui]]], z[sur_rows[idx[uj]]])
-            viol = actual > np.where(np.isnan(allowed), -np.inf, allowed) * (1 + 1e-9) + 1e-9
-            viol_rate = float(viol.mean())
-    t["phase2"] = time.perf_counter() - t0
-    t["total"] = float(sum(t.values()))
-    report("Done", 1.0)
+        viol_rate, user_eps_bar = _user_pair_violations(instance, model, z, sur_rows, eps)
+    return _Phase2(outputs, loss_exp, loss_smp, viol_rate, user_eps_bar)
 
-    ratio = lp_obj / relaxed_obj if relaxed_obj and np.isfinite(relaxed_obj) and relaxed_obj > 0 else float("nan")
-    return PandaResult(
-        config=config,
-        instance_summary=instance.summary(),
-        gamma_km=model.gamma_km,
-        far_value=model.far,
-        user_records=users.copy(),
-        anchor_sets=sets,
-        surrogates=sur,
-        empty_anchor_users=empty,
-        anchor_union=union,
-        pair_i=pairs.i,
-        pair_j=pairs.j,
-        pair_d_km=pairs.d_km,
-        pair_eps_bar_per_km=eps_bar,
-        pair_xi=xi,
-        pair_exponent=exponent,
-        pair_over_budget=over,
-        pair_unreachable=margins.unreachable,
-        z=z,
-        outputs=outputs,
-        lp_status=lp_status,
-        lp_objective_m=lp_obj,
-        lp_info=lp_info,
-        relaxed_objective_m=relaxed_obj,
-        approximation_ratio=float(ratio),
-        loss_expected_m=loss_exp,
-        loss_sampled_m=loss_smp,
-        user_pair_violation_rate=viol_rate,
-        user_pair_eps_bar_per_km=user_eps_bar,
-        budget_split=_budget_split(eps, pairs.d_km, eps_bar, xi),
-        timings_s=t,
-    )
+
+def _user_pair_violations(
+    instance: Instance, model: SelectionModel, z: np.ndarray, sur_rows: np.ndarray, eps: float
+) -> tuple[float, np.ndarray]:
+    """Realised check over user pairs with surrogates: the share breaking eps-mDP, and the pairs' eps_bar.
+
+    ``(nan, empty)`` with fewer than two such users.
+    """
+    users = instance.users
+    idx = np.flatnonzero(sur_rows >= 0)
+    if idx.size < 2:
+        return float("nan"), np.zeros(0)
+    ui, uj = np.triu_indices(idx.size, k=1)
+    xn, xm = users[idx[ui]], users[idx[uj]]
+    d_u = instance.distances_km_pairs(xn, xm)
+    user_eps_bar = phase1_cost_sparse(model, xn, xm, d_u)
+    with np.errstate(invalid="ignore"):
+        allowed = (eps - user_eps_bar) * d_u
+    actual = pair_log_ratio(z[sur_rows[idx[ui]]], z[sur_rows[idx[uj]]])
+    viol = actual > np.where(np.isnan(allowed), -np.inf, allowed) * (1 + 1e-9) + 1e-9
+    return float(viol.mean()), user_eps_bar
 
 
 def result_to_jsonable(result: PandaResult) -> dict:

@@ -217,6 +217,30 @@ def _check_reports(reports: object, m: int, fn: str) -> np.ndarray:
     return arr
 
 
+def _check_n_sequences(n_sequences: int, fn: str) -> None:
+    """Raise ValueError unless ``n_sequences`` is a whole number from 2 to 1,000,000."""
+    if not _is_int(n_sequences) or not 2 <= int(n_sequences) <= 1_000_000:
+        msg = (
+            f"The 'n_sequences' parameter of {fn} must be a whole number from 2 to 1,000,000. "
+            f"Got {n_sequences!r} instead."
+        )
+        raise ValueError(msg)
+
+
+def _check_report_epsilon(epsilon_per_km: float | None, fn: str) -> float | None:
+    """Return the budget of one report as a float (``None`` stays ``None``); ValueError unless it is > 0."""
+    if epsilon_per_km is None:
+        return None
+    if isinstance(epsilon_per_km, bool) or not isinstance(epsilon_per_km, (int, float, np.floating, np.integer)):
+        eps = float("nan")
+    else:
+        eps = float(epsilon_per_km)
+    if not (math.isfinite(eps) and eps > 0):
+        msg = f"The 'epsilon_per_km' parameter of {fn} must be a float > 0 or None. Got {epsilon_per_km!r} instead."
+        raise ValueError(msg)
+    return eps
+
+
 # --- exact posterior ---
 
 
@@ -379,21 +403,8 @@ def attacker_error_vs_k(
     pr = _check_prior(prior, p.shape[0], fn)
     dist = _check_distance(distance_m, p.shape[0], fn)
     k_list = _check_ks(ks, fn)
-    if not _is_int(n_sequences) or not 2 <= int(n_sequences) <= 1_000_000:
-        msg = (
-            f"The 'n_sequences' parameter of {fn} must be a whole number from 2 to 1,000,000. "
-            f"Got {n_sequences!r} instead."
-        )
-        raise ValueError(msg)
-    eps: float | None = None
-    if epsilon_per_km is not None:
-        if isinstance(epsilon_per_km, bool) or not isinstance(epsilon_per_km, (int, float, np.floating, np.integer)):
-            eps = float("nan")
-        else:
-            eps = float(epsilon_per_km)
-        if not (math.isfinite(eps) and eps > 0):
-            msg = f"The 'epsilon_per_km' parameter of {fn} must be a float > 0 or None. Got {epsilon_per_km!r} instead."
-            raise ValueError(msg)
+    _check_n_sequences(n_sequences, fn)
+    eps = _check_report_epsilon(epsilon_per_km, fn)
     gen = np.random.default_rng(rng)
 
     single = adversary_error_m(p, pr, dist)

@@ -68,6 +68,7 @@ grow as eps falls (and HiGHS may call LP+EM infeasible at large eps); PAnDA with
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 
@@ -454,44 +455,75 @@ def tradeoff_curve(
         raise TypeError(msg)
     report = progress or (lambda message, fraction: None)
     n_total = max(len(methods) * len(eps_grid), 1)
-    done = 0
+    begun = itertools.count()  # the points begun so far, over all methods: the progress fraction
+
+    def announce(message: str) -> None:
+        report(message, next(begun) / n_total)
+
     rows: list[dict] = []
     for method in methods:
-        label = METHOD_LABELS.get(method, method)
-        spent = 0.0
-        stopped_at: float | None = None
-        by_eps: dict[float, dict] = {}
-        warm = method == "lp" and bool(warm_lp)
-        states: dict[float, OptimalResult] = {}  # warm: the optimal LP's newest solver result with a matrix
-        for eps in _order(method, eps_grid, warm_lp=warm):
-            report(f"{label}: ε = {eps:g} /km", done / n_total)
-            done += 1
-            if method == "lp":
-                limit = float(lp_time_limit_s)
-            else:
-                limit = min(float(time_limit_s), float(method_budget_s) - spent)
-            if stopped_at is not None:
-                row = _empty_row(method, eps)
-                row["status"] = (
-                    f"skipped: not attempted (ε = {stopped_at:g} /km already hit the {time_limit_s:g} s "
-                    f"time limit; {label} only gets slower as ε falls)"
-                )
-            elif limit <= 0:
-                row = _empty_row(method, eps)
-                row["status"] = f"skipped: not attempted ({label}'s time budget of {method_budget_s:g} s is spent)"
-            elif warm:
-                build = _lp_warm_builder(states, instance, eps, config, limit)
-                row = _point(method, instance, eps, config, seed, limit, audit_sample_pairs, build)
-                spent += row["time_s"]
-            else:
-                row = _point(method, instance, eps, config, seed, limit, audit_sample_pairs)
-                spent += row["time_s"]
-                if method != "lp" and limit < float(time_limit_s) and _outcome(row["status"]) == "time limit":
-                    row["status"] += f" (the last {limit:.1f} s of {label}'s {method_budget_s:g} s budget)"
-                if method in HARDER_AS_EPS_FALLS and row["outcome"] == "time limit":
-                    stopped_at = eps
-            row["outcome"] = _outcome(row["status"])
-            by_eps[eps] = row
+        by_eps = _method_points(
+            method, instance, eps_grid, config, seed, announce, lp_time_limit_s=lp_time_limit_s,
+            time_limit_s=time_limit_s, method_budget_s=method_budget_s, audit_sample_pairs=audit_sample_pairs,
+            warm_lp=warm_lp,
+        )  # fmt: skip
         rows.extend(by_eps[e] for e in eps_grid)
     report("done", 1.0)
     return rows
+
+
+def _method_points(
+    method: str,
+    instance: Instance,
+    eps_grid: tuple[float, ...],
+    config: PandaConfig,
+    seed: int | None,
+    announce: Callable[[str], None],
+    *,
+    lp_time_limit_s: float,
+    time_limit_s: float,
+    method_budget_s: float,
+    audit_sample_pairs: int,
+    warm_lp: bool,
+) -> dict[float, dict]:
+    """Compute one method's points of :func:`tradeoff_curve`, in :func:`_order`; return its rows by eps.
+
+    ``announce(message)`` is called as each point begins. The optimal LP gets ``lp_time_limit_s`` per point;
+    the other methods ``time_limit_s`` per point while their ``method_budget_s`` lasts, the points after it
+    are skipped, as are, for :data:`HARDER_AS_EPS_FALLS`, the eps below one that hit the time limit.
+    """
+    label = METHOD_LABELS.get(method, method)
+    spent = 0.0
+    stopped_at: float | None = None
+    by_eps: dict[float, dict] = {}
+    warm = method == "lp" and bool(warm_lp)
+    states: dict[float, OptimalResult] = {}  # warm: the optimal LP's newest solver result with a matrix
+    for eps in _order(method, eps_grid, warm_lp=warm):
+        announce(f"{label}: ε = {eps:g} /km")
+        if method == "lp":
+            limit = float(lp_time_limit_s)
+        else:
+            limit = min(float(time_limit_s), float(method_budget_s) - spent)
+        if stopped_at is not None:
+            row = _empty_row(method, eps)
+            row["status"] = (
+                f"skipped: not attempted (ε = {stopped_at:g} /km already hit the {time_limit_s:g} s "
+                f"time limit; {label} only gets slower as ε falls)"
+            )
+        elif limit <= 0:
+            row = _empty_row(method, eps)
+            row["status"] = f"skipped: not attempted ({label}'s time budget of {method_budget_s:g} s is spent)"
+        elif warm:
+            build = _lp_warm_builder(states, instance, eps, config, limit)
+            row = _point(method, instance, eps, config, seed, limit, audit_sample_pairs, build)
+            spent += row["time_s"]
+        else:
+            row = _point(method, instance, eps, config, seed, limit, audit_sample_pairs)
+            spent += row["time_s"]
+            if method != "lp" and limit < float(time_limit_s) and _outcome(row["status"]) == "time limit":
+                row["status"] += f" (the last {limit:.1f} s of {label}'s {method_budget_s:g} s budget)"
+            if method in HARDER_AS_EPS_FALLS and row["outcome"] == "time limit":
+                stopped_at = eps
+        row["outcome"] = _outcome(row["status"])
+        by_eps[eps] = row
+    return by_eps

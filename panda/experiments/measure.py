@@ -77,11 +77,7 @@ def measure_method(
         # approximation ratio. Its time is not the mechanism's (build_panda leaves it out).
         mech = _build(job.method, instance, cfg, seed, job.time_limit_s, relaxed_bound=cfg.solve_relaxed)
     except Exception as exc:  # a broken builder must not end the sweep: record it
-        row.update(status=f"failed: {type(exc).__name__}: {exc}", time_s=time.perf_counter() - t0)
-        row["details"] = json.dumps({"traceback": traceback.format_exc(limit=8)})
-        if on_built is not None:
-            on_built({"status": row["status"], "time_s": row["time_s"], "utility_loss_m": float("nan")})
-        return row
+        return _build_failed(row, exc, t0, on_built)
     row.update(status=mech.status, time_s=float(mech.build_time_s), utility_loss_m=float(mech.loss_m))
     row["cpu_time_s"] = time.process_time() - c0  # all threads of this process: robust to a busy machine
     if on_built is not None:
@@ -96,40 +92,53 @@ def measure_method(
     if "audit_note" in row:
         details["audit_note"] = row.pop("audit_note")
     if job.method in PANDA_METHODS and "panda" in mech.details:
-        res = mech.details["panda"]
-        s = res.summary()
-        row.update(
-            anchor_union=s["n_anchor_union"],
-            anchor_set_size_mean=s["anchor_set_size_mean"],
-            n_empty_anchor_sets=s["n_empty_anchor_sets"],
-            n_constrained_pairs=s["n_constrained_pairs"],
-            n_over_budget_pairs=s["n_over_budget_pairs"],
-            n_unreachable_target_pairs=s["n_unreachable_target_pairs"],
-            gamma_km=s["gamma_km"],
-            far_value=s["far_value"],
-            lp_objective_m=s["lp_objective_m"],
-            relaxed_lower_bound_m=s["relaxed_lower_bound_m"],
-            approximation_ratio=s["approximation_ratio"],
-            user_pair_violation_rate=s["user_pair_violation_rate"],
-        )
-        split = s["budget_split"]
-        row["budget_pairs_finite"] = split.get("n_finite", 0)
-        for part in ("phase1", "margin", "phase2"):
-            for stat in ("median", "mean"):
-                row[f"{part}_share_{stat}"] = split.get(f"{part}_share_{stat}", float("nan"))
-        t = res.timings_s
-        row["lp_time_s"] = float(t.get("anpo_lp", float("nan")))
-        row["time_phase1_cost_s"] = float(t.get("phase1_cost", float("nan")))
-        row["time_margins_s"] = float(t.get("margins", float("nan")))
-        row["time_relaxed_lp_s"] = float(t.get("relaxed_lp", 0.0))  # the lower bound: a diagnostic, not the mechanism
-        details["panda_timings_s"] = dict(t)
-        details["lp_status"] = res.lp_status
+        _panda_columns(row, details, mech.details["panda"])
     row["audit_time_s"] = time.perf_counter() - t_audit
     from panda import threads
 
     details["cores"] = threads.THREADS  # the cores the method could use (use_cores)
     row["details"] = json.dumps(details, default=_json_default, sort_keys=True)
     return row
+
+
+def _build_failed(row: dict, exc: Exception, t0: float, on_built: Callable[[dict], None] | None) -> dict:
+    """Return ``row`` as the record of a builder that raised ``exc`` (its traceback in the details)."""
+    row.update(status=f"failed: {type(exc).__name__}: {exc}", time_s=time.perf_counter() - t0)
+    row["details"] = json.dumps({"traceback": traceback.format_exc(limit=8)})
+    if on_built is not None:
+        on_built({"status": row["status"], "time_s": row["time_s"], "utility_loss_m": float("nan")})
+    return row
+
+
+def _panda_columns(row: dict, details: dict, res) -> None:
+    """Fill PAnDA's own columns of ``row`` (anchors, pairs, budget split, phase times) from its ``PandaResult``."""
+    s = res.summary()
+    row.update(
+        anchor_union=s["n_anchor_union"],
+        anchor_set_size_mean=s["anchor_set_size_mean"],
+        n_empty_anchor_sets=s["n_empty_anchor_sets"],
+        n_constrained_pairs=s["n_constrained_pairs"],
+        n_over_budget_pairs=s["n_over_budget_pairs"],
+        n_unreachable_target_pairs=s["n_unreachable_target_pairs"],
+        gamma_km=s["gamma_km"],
+        far_value=s["far_value"],
+        lp_objective_m=s["lp_objective_m"],
+        relaxed_lower_bound_m=s["relaxed_lower_bound_m"],
+        approximation_ratio=s["approximation_ratio"],
+        user_pair_violation_rate=s["user_pair_violation_rate"],
+    )
+    split = s["budget_split"]
+    row["budget_pairs_finite"] = split.get("n_finite", 0)
+    for part in ("phase1", "margin", "phase2"):
+        for stat in ("median", "mean"):
+            row[f"{part}_share_{stat}"] = split.get(f"{part}_share_{stat}", float("nan"))
+    t = res.timings_s
+    row["lp_time_s"] = float(t.get("anpo_lp", float("nan")))
+    row["time_phase1_cost_s"] = float(t.get("phase1_cost", float("nan")))
+    row["time_margins_s"] = float(t.get("margins", float("nan")))
+    row["time_relaxed_lp_s"] = float(t.get("relaxed_lp", 0.0))  # the lower bound: a diagnostic, not the mechanism
+    details["panda_timings_s"] = dict(t)
+    details["lp_status"] = res.lp_status
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,8 +154,10 @@ _CORE_SHARE: int | None = None
 
 
 def use_cores(n: int) -> None:
-    """Let the methods of this process use ``n`` cores: threads of :func:`panda.threads.thread_map` and the
-    compiled PDHG steps (:data:`panda._pdhg_blocks.thread_policy`).
+    """Let the methods of this process use ``n`` cores.
+
+    Their threads are those of :func:`panda.threads.thread_map` and of the compiled PDHG steps
+    (:data:`panda._pdhg_blocks.thread_policy`).
 
     The local executor runs one process per core, so each gets one: with every core's PDHG threads in each
     process, the processes' threads outnumber the cores and wait for each other at every step's barrier,

@@ -23,7 +23,7 @@ import platform
 import queue as _queue
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -352,14 +352,7 @@ def run_experiment(
     SweepOutcome
         Counts and timing; the rows are in ``out_dir/rows.csv`` (:func:`read_rows`).
     """
-    if not isinstance(spec, ExperimentSpec):
-        msg = f"The 'spec' parameter of run_experiment must be an ExperimentSpec. Got {type(spec).__name__} instead."
-        raise TypeError(msg)
-    kind = _normalise_executor(executor)
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        msg = f"The 'workers' parameter of run_experiment must be an int >= 1. Got {workers!r} instead."
-        raise ValueError(msg)
-    _check_networks(spec, kind)
+    kind = _checked_arguments(spec, executor, workers)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_identity(out, spec)
@@ -367,16 +360,7 @@ def run_experiment(
     started_at = _now()
     units = spec.units()
     writer = _RowWriter(out / "rows.csv")
-    todo_units = []
-    todo_rows: list[tuple[tuple[str, ...], int]] = []
-    n_total = n_skipped = 0
-    for u in units:
-        pending = [u.key(j) for j in u.jobs if u.key(j) not in writer.keys]
-        n_total += len(u.jobs)
-        n_skipped += len(u.jobs) - len(pending)
-        if pending:
-            todo_units.append(u)
-            todo_rows.extend((key, u.k) for key in pending)
+    todo_units, todo_rows, n_total, n_skipped = _pending(units, writer.keys)
     prog = _Progress(progress, todo_rows, len(todo_units))
     run_info = {
         "started_at": started_at,
@@ -402,15 +386,7 @@ def run_experiment(
 
     try:
         if todo_units:
-            skip = tuple(writer.keys)
-            if kind == "serial":
-                _run_serial(todo_units, skip, accept, prog, failed)
-            elif kind == "local":
-                n_workers = min(workers or os.cpu_count() or 1, len(todo_units))
-                run_info.update(workers=n_workers, cores_per_worker=max(1, cores() // n_workers))
-                _run_local(todo_units, skip, accept, prog, failed, n_workers)
-            else:
-                _run_dask(kind, executor, todo_units, skip, accept, prog, failed)
+            _run_units(kind, executor, workers, todo_units, tuple(writer.keys), accept, prog, failed, run_info)
     except KeyboardInterrupt:
         interrupted = True
         prog.say(
@@ -429,24 +405,91 @@ def run_experiment(
             rows_written=writer.n_written,
             units_run=len(todo_units),
             failed_units=[list(f) for f in failed],
-            status="interrupted"
-            if interrupted
-            else (f"crashed: {crashed}" if crashed else ("finished with errors" if failed else "finished")),
+            status=_run_status(interrupted, crashed, failed),
         )
         _write_metadata(out, spec, units, run_info)
-        rows = read_rows(out)
-        if tables:
-            write_tables(rows, out / "tables.md", spec=spec)
-        if figures:
-            try:
-                write_figures(rows, out / "figures")
-            except Exception as exc:  # figures are a convenience: never lose a run over them
-                prog.say(f"[experiment] figures not written: {type(exc).__name__}: {exc}")
+        _write_outputs(out, spec, tables, figures, prog)
     prog.say(
         f"[experiment] done: {writer.n_written} rows written, {n_skipped} skipped, {len(failed)} failed instances, "
         f"{_hms(wall)}; results in {out}"
     )
     return SweepOutcome(out, n_total, n_skipped, writer.n_written, len(todo_units), tuple(failed), wall, interrupted)
+
+
+def _checked_arguments(spec: ExperimentSpec, executor: object, workers: int | None) -> str:
+    """Check :func:`run_experiment`'s arguments; return the kind of its executor (:func:`_normalise_executor`).
+
+    Raises TypeError, ValueError or :class:`panda.errors.DataUnavailableError` on a bad argument.
+    """
+    if not isinstance(spec, ExperimentSpec):
+        msg = f"The 'spec' parameter of run_experiment must be an ExperimentSpec. Got {type(spec).__name__} instead."
+        raise TypeError(msg)
+    kind = _normalise_executor(executor)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        msg = f"The 'workers' parameter of run_experiment must be an int >= 1. Got {workers!r} instead."
+        raise ValueError(msg)
+    _check_networks(spec, kind)
+    return kind
+
+
+def _pending(
+    units: Sequence[WorkUnit], done: Container[tuple[str, ...]]
+) -> tuple[list[WorkUnit], list[tuple[tuple[str, ...], int]], int, int]:
+    """Return the units with rows still to run, those rows' keys (with their K), and the counts of all and done rows."""
+    todo_units = []
+    todo_rows: list[tuple[tuple[str, ...], int]] = []
+    n_total = n_skipped = 0
+    for u in units:
+        pending = [u.key(j) for j in u.jobs if u.key(j) not in done]
+        n_total += len(u.jobs)
+        n_skipped += len(u.jobs) - len(pending)
+        if pending:
+            todo_units.append(u)
+            todo_rows.extend((key, u.k) for key in pending)
+    return todo_units, todo_rows, n_total, n_skipped
+
+
+def _run_units(
+    kind: str,
+    executor: object,
+    workers: int | None,
+    units: list[WorkUnit],
+    skip: tuple,
+    accept: Callable[[Mapping[str, Any]], None],
+    prog: _Progress,
+    failed: list[tuple[str, str]],
+    run_info: dict,
+) -> None:
+    """Run the units on the executor of ``kind`` (the local one's size goes into ``run_info``)."""
+    if kind == "serial":
+        _run_serial(units, skip, accept, prog, failed)
+    elif kind == "local":
+        n_workers = min(workers or os.cpu_count() or 1, len(units))
+        run_info.update(workers=n_workers, cores_per_worker=max(1, cores() // n_workers))
+        _run_local(units, skip, accept, prog, failed, n_workers)
+    else:
+        _run_dask(kind, executor, units, skip, accept, prog, failed)
+
+
+def _run_status(interrupted: bool, crashed: str, failed: list) -> str:
+    """Return the run's status for ``experiment.json``."""
+    if interrupted:
+        return "interrupted"
+    if crashed:
+        return f"crashed: {crashed}"
+    return "finished with errors" if failed else "finished"
+
+
+def _write_outputs(out: Path, spec: ExperimentSpec, tables: bool, figures: bool, prog: _Progress) -> None:
+    """Write ``tables.md`` and ``figures/`` from every row in ``out`` (as asked); a figure's failure is only said."""
+    rows = read_rows(out)
+    if tables:
+        write_tables(rows, out / "tables.md", spec=spec)
+    if figures:
+        try:
+            write_figures(rows, out / "figures")
+        except Exception as exc:  # figures are a convenience: never lose a run over them
+            prog.say(f"[experiment] figures not written: {type(exc).__name__}: {exc}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -94,47 +94,76 @@ def solve_optimal(
     k, m = cost.shape
     exponent, a_full, near = _prepared(d, epsilon_per_km, eta, m)
     ws = None if warm is None else warm_start_of(warm, cost, a_full, epsilon_per_km, method)
-    if ws is not None:
-        pairs = ws.rows if seed_rows is None else zip(seed_rows, ws.rows, strict=True)
-        seed_rows = ws.rows if seed_rows is None else tuple(np.r_[mine, carried] for mine, carried in pairs)
-    s_rows, x_rows, y_rows = _seeded(seed_sources, seed_rows, a_full, m)
-    keys = np.sort((s_rows * k + x_rows) * m + y_rows)
+    rows = _seeded(seed_sources, _with_carried_rows(seed_rows, ws), a_full, m)
+    keys = np.sort((rows[0] * k + rows[1]) * m + rows[2])
     rounds: list[dict] = []
     best: dict[str, Any] = {"ub": np.inf, "lb": -np.inf, "lb0": -np.inf, "matrix": None, "repair": {}}
     certify = _certifier(cost, exponent, eta, near, best)
-    warm_info: dict[str, Any] | None = None
-    pdhg_warm = None
-    if ws is not None:
-        warm_info, pdhg_warm = _warm_begin(ws, cost, a_full, (s_rows, x_rows, y_rows), eta, certify, best)
-        if method == "pdhg":
-            start_matrix = best["matrix"]  # the earlier mechanism, exactly feasible at this eps
+    warm_info, pdhg_warm = (None, None) if ws is None else _warm_begin(ws, cost, a_full, rows, eta, certify, best)
+    if ws is not None and method == "pdhg":
+        start_matrix = best["matrix"]  # the earlier mechanism, exactly feasible at this eps
     last_rows: tuple[np.ndarray, ...] | None
     if method == "pdhg":
         reason, last_rows, pending = _pdhg_rounds(
-            cost, a_full, (s_rows, x_rows, y_rows), keys, best, rounds, certify, eta=eta, gap=gap,
+            cost, a_full, rows, keys, best, rounds, certify, eta=eta, gap=gap,
             deadline=t0 + time_limit_s, batch=batch, round_steps=int(round_steps), start_matrix=start_matrix,
             near=near, max_rounds=max_rounds, warm=pdhg_warm, late=t0 + (1.0 + _pkg.CERTIFICATE_GRACE) * time_limit_s,
         )  # fmt: skip
         n_pair_rows = int(last_rows[0].size)
     else:
-        lp = _SimplexLP(cost, a_full, eta, method, s_rows, x_rows, y_rows, keys, best, rounds)
-        lp.h = lp.fresh()
-        reason = _simplex_rounds(
-            lp, certify, t0=t0, time_limit_s=time_limit_s, max_rounds=max_rounds, gap=gap, batch=batch,
-            drop_share=drop_share, near=near,
+        reason, last_rows, pending, n_pair_rows = _simplex_run(
+            cost, a_full, eta, method, rows, keys, best, rounds, certify, t0=t0, time_limit_s=time_limit_s,
+            max_rounds=max_rounds, gap=gap, batch=batch, drop_share=drop_share, near=near,
         )  # fmt: skip
-        last_rows, pending, n_pair_rows = lp.last_rows, lp.pending, int(lp.s_rows.size)
     if pending is not None:  # the last relaxation's solution was not repaired yet
         certify(*pending)
-    res = _result(
+    return _result(
         best, rounds, reason, last_rows, t0, gap=gap, method=method, batch=batch, drop_share=drop_share,
-        n_pair_rows=n_pair_rows,
+        n_pair_rows=n_pair_rows, epsilon_per_km=epsilon_per_km, eta=eta, warm_info=warm_info,
     )  # fmt: skip
-    # What a later warm start needs (panda.optimal.warm); facts only, the certificate is unchanged.
-    res.info.update(epsilon_per_km=float(epsilon_per_km), eta=float(eta), warm=warm_info)
-    if "pdhg_state" in best:
-        res.info["pdhg_state"] = best["pdhg_state"]
-    return res
+
+
+def _with_carried_rows(
+    seed_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None, ws: WarmStart | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Return ``seed_rows`` with the warm start's last pair rows after them (``seed_rows`` without a warm start)."""
+    if ws is None:
+        return seed_rows
+    if seed_rows is None:
+        return ws.rows
+    return tuple(np.r_[mine, carried] for mine, carried in zip(seed_rows, ws.rows, strict=True))
+
+
+def _simplex_run(
+    cost: np.ndarray,
+    a_full: np.ndarray,
+    eta: float,
+    method: str,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+    keys: np.ndarray,
+    best: dict[str, Any],
+    rounds: list[dict],
+    certify: Certify,
+    *,
+    t0: float,
+    time_limit_s: float,
+    max_rounds: int,
+    gap: float,
+    batch: float,
+    drop_share: float,
+    near: _Near | None,
+) -> tuple[str, tuple[np.ndarray, ...] | None, tuple[np.ndarray, np.ndarray] | None, int]:
+    """Run the rounds on HiGHS (:func:`_simplex_rounds`) from a fresh LP of the first pair rows ``rows``.
+
+    Returns the reason they stopped, the last LP's pair rows, the solution still to certify and the LP's pair rows.
+    """
+    lp = _SimplexLP(cost, a_full, eta, method, *rows, keys, best, rounds)
+    lp.h = lp.fresh()
+    reason = _simplex_rounds(
+        lp, certify, t0=t0, time_limit_s=time_limit_s, max_rounds=max_rounds, gap=gap, batch=batch,
+        drop_share=drop_share, near=near,
+    )  # fmt: skip
+    return reason, lp.last_rows, lp.pending, int(lp.s_rows.size)
 
 
 def _warm_begin(
@@ -333,11 +362,14 @@ def _result(
     batch: float,
     drop_share: float,
     n_pair_rows: int,
+    epsilon_per_km: float,
+    eta: float,
+    warm_info: dict[str, Any] | None,
 ) -> OptimalResult:
-    """Build the :class:`OptimalResult` of a run from its best bounds and matrix."""
+    """Build the :class:`OptimalResult` of a run from its best bounds and matrix, with what a warm start needs."""
     ub, lb = best["ub"], best["lb"]
     final_gap = (ub - lb) / ub if np.isfinite(ub) and np.isfinite(lb) else float("inf")
-    return OptimalResult(
+    res = OptimalResult(
         matrix=best["matrix"],
         upper_bound=float(ub),
         lower_bound=float(lb),
@@ -360,3 +392,8 @@ def _result(
             "last_pair_rows": last_rows,
         },
     )
+    # What a later warm start needs (panda.optimal.warm); facts only, the certificate is unchanged.
+    res.info.update(epsilon_per_km=float(epsilon_per_km), eta=float(eta), warm=warm_info)
+    if "pdhg_state" in best:
+        res.info["pdhg_state"] = best["pdhg_state"]
+    return res
