@@ -39,6 +39,7 @@ from typing import Any
 
 from panda import network as pn
 from panda.errors import DownloadError, OfflineError
+from panda.network.folders import make_private_dir
 
 __all__ = [
     "DOWNLOAD_TIMEOUT_S",
@@ -126,8 +127,10 @@ def _try_lock(path: Path) -> _Held | None:
         with _LOCAL_LOCKS_GUARD:
             lock = _LOCAL_LOCKS.setdefault(str(path), threading.Lock())
         return _Held(path, lock) if lock.acquire(blocking=False) else None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")  # noqa: SIM115 (kept open while the lock is held)
+    make_private_dir(path.parent)
+    # 0600 when created here; never through a link planted in its place.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    handle = os.fdopen(fd, "a+b")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
 from panda.network import EARTH_RADIUS_KM, RoadNetwork, haversine_km
+from panda.network.folders import make_private_dir, open_private
 from panda.places import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
 from panda.places import DEFAULT_MAX_ROWS as DEFAULT_MAX_ROWS
 from panda.places import (
@@ -503,12 +505,12 @@ def save_places_upload(data: bytes, *, folder: str | os.PathLike | None = None) 
     """
     places = parse_places_csv(data)
     file_id = hashlib.sha256(bytes(data)).hexdigest()[:16]
-    store = _places_dir(folder)
-    store.mkdir(parents=True, exist_ok=True)
+    store = make_private_dir(_places_dir(folder))  # people's places: this account's only
     path = store / f"{file_id}.csv"
     if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(bytes(data))
+        tmp = path.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        with open_private(tmp) as out:
+            out.write(bytes(data))
         os.replace(tmp, path)
     path.touch()
     kept = sorted(store.glob("*.csv"), key=lambda f: f.stat().st_mtime, reverse=True)

@@ -245,3 +245,17 @@ def test_open_private_never_writes_through_what_is_there(tmp_path, usual_umask):
     assert (tmp_path / "target").read_text() == "keep"
     assert pn_folders.create_private_file(tmp_path / "db") is True
     assert pn_folders.create_private_file(tmp_path / "db") is False and _mode(tmp_path / "db") == 0o600
+
+
+def test_places_files_and_download_locks_are_private(tmp_path, usual_umask):
+    from panda import download_jobs, priors
+
+    file_id, _ = priors.save_places_upload(b"lat,lon\n60.46,26.94\n", folder=tmp_path / "places")
+    files = list((tmp_path / "places").rglob("*.csv"))
+    assert [f.name for f in files] == [f"{file_id}.csv"] and _mode(files[0]) == 0o600
+    assert all(_mode(d) == 0o700 for d in (tmp_path / "places").rglob("*") if d.is_dir())
+    assert _mode(files[0].parent) == 0o700
+    held = download_jobs._try_lock(tmp_path / "locks" / "box.lock")
+    assert held is not None
+    assert _mode(tmp_path / "locks" / "box.lock") == 0o600 and _mode(tmp_path / "locks") == 0o700
+    held.release()
