@@ -132,7 +132,6 @@ def network(source: str) -> panda.RoadNetwork:
     return bbox_network(*value)  # type: ignore[misc]
 
 
-@st.cache_resource(max_entries=MAX_INSTANCES, show_spinner=False)
 def instance(
     source: str,
     n_records: int,
@@ -156,8 +155,30 @@ def instance(
     write into its arrays: that would change every other session's view. (They are not flagged read-only: a
     job pickles the instance, and the flag would travel to the worker, where compiled code that takes writable
     buffers would refuse them.)
+
+    The instance is cached under the network it is built on (``_instance_on``'s fingerprint): a box downloaded
+    again with other data gets a new instance, never the old network's tables under the new network's results.
     """
     net = network(source)
+    fingerprint = result_store.store_key((source,), net)[0]
+    return _instance_on(fingerprint, n_records, n_users, n_outputs, seed, loss, n_tasks, prior, _net=net)
+
+
+@st.cache_resource(max_entries=MAX_INSTANCES, show_spinner=False)
+def _instance_on(
+    fingerprint: str,
+    n_records: int,
+    n_users: int,
+    n_outputs: int,
+    seed: int,
+    loss: str,
+    n_tasks: int,
+    prior: str,
+    _net: panda.RoadNetwork,
+) -> panda.Instance:
+    """:func:`instance` on the network ``_net`` (``fingerprint``: its source string, with its content's fingerprint
+    for a box or an upload)."""
+    net = _net
     n_tasks = min(int(n_tasks), int(n_records))
     prior_arg = instances.prior_argument(net, prior)
     check_instance_arguments(
@@ -298,7 +319,7 @@ def kept_mechanism(instance_key: tuple, name: str, epsilon_per_km: float, option
 def _store_key(instance_key: tuple) -> tuple:
     """The key the result store keeps a view's results under (:func:`app.server.result_store.store_key`): a box's or an
     upload's carries the fingerprint of the network the view's instance was built on."""
-    return result_store.store_key(instance_key, lambda: instance(*instance_key).network)
+    return result_store.store_key(instance_key, lambda: network(str(instance_key[0])))
 
 
 #: Numbers measured with their mechanism (``baseline(..., _numbers=True)``), for :func:`mechanism_numbers`.

@@ -32,7 +32,7 @@ def clear_caches():
     from app import state
 
     st.cache_data.clear()
-    state.instance.clear()
+    state._instance_on.clear()
     state.city_network.clear()
     state.bbox_network.clear()
     yield
