@@ -24,7 +24,9 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
+import tempfile
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -398,6 +400,41 @@ def image_export_problem() -> str | None:
 
 #: The image browser's proxy: the discard port on loopback, so no request of it reaches another host.
 NO_NETWORK_PROXY = "127.0.0.1:9"
+#: Flags kaleido's browser launcher (choreographer) always adds, and the image browser is started without: they
+#: let the page kaleido draws in read local files and any origin's responses. Drawing a figure needs neither.
+UNSAFE_BROWSER_FLAGS = ("--disable-web-security", "--allow-file-access-from-files")
+
+_LAUNCHER_LOCK = threading.Lock()
+_LAUNCHERS: dict[str, str] = {}
+
+
+def safe_launcher(browser: str) -> str:
+    """An executable that starts ``browser`` with the arguments it is given, minus :data:`UNSAFE_BROWSER_FLAGS`.
+
+    A shell script in a folder of this process's own (mode 0700), written once per browser. On Windows
+    (no ``sh``) the browser itself.
+    """
+    if os.name != "posix":
+        return browser
+    with _LAUNCHER_LOCK:
+        launcher = _LAUNCHERS.get(browser)
+        if launcher is None or not os.path.isfile(launcher):
+            folder = tempfile.mkdtemp(prefix="panda-image-browser-")  # 0700
+            launcher = os.path.join(folder, "chromium")
+            dropped = "|".join(UNSAFE_BROWSER_FLAGS)
+            script = (
+                "#!/bin/sh\n"
+                "# kaleido's browser without the flags that open local files and other origins to its page\n"
+                'for arg do\n  shift\n  case "$arg" in\n'
+                f"    {dropped}) ;;\n"
+                '    *) set -- "$@" "$arg" ;;\n  esac\ndone\n'
+                f'exec {shlex.quote(browser)} "$@"\n'
+            )
+            fd = os.open(launcher, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+            with os.fdopen(fd, "w") as f:
+                f.write(script)
+            _LAUNCHERS[browser] = launcher
+        return launcher
 
 
 class _Renderer:
@@ -549,7 +586,7 @@ def figure_image(
     path = browser_path()
     assert path is not None  # image_export_problem() checked it
     try:
-        data = _RENDERER.render(fig_dict, opts, path=path, timeout_s=timeout_s)
+        data = _RENDERER.render(fig_dict, opts, path=safe_launcher(path), timeout_s=timeout_s)
     except TimeoutError as exc:
         msg = f"The image took longer than {timeout_s:.0f} s to draw; try again in a moment."
         raise ExportError(msg) from exc

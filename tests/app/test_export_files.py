@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import struct
 import time
 import xml.etree.ElementTree as ET
@@ -301,6 +302,25 @@ def test_the_shared_browser_closes_when_idle(two_places_fig):
     ) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left
+
+
+@needs_browser
+def test_the_image_browser_runs_without_kaleidos_unsafe_flags(two_places_fig):
+    """choreographer starts Chromium with --disable-web-security and --allow-file-access-from-files; the image
+    browser runs without them, and still draws."""
+    me = psutil.Process()
+    export_files._RENDERER.close()
+    before = {p.pid for p in me.children(recursive=True)}
+    data = export_files.figure_image(two_places_fig, "svg", width_px=300)
+    assert data.startswith(b"<svg")
+    started = [p for p in me.children(recursive=True) if p.pid not in before]
+    browsers = [p for p in started if "chrom" in p.name().lower() and not any("--type=" in a for a in p.cmdline())]
+    assert browsers, [p.cmdline()[:2] for p in started]  # the browser's main process runs
+    for p in browsers:
+        assert not set(p.cmdline()) & set(export_files.UNSAFE_BROWSER_FLAGS), p.cmdline()
+    launcher = export_files.safe_launcher(export_files.browser_path())
+    assert os.stat(launcher).st_mode & 0o077 == 0 and os.stat(os.path.dirname(launcher)).st_mode & 0o077 == 0
+    export_files._RENDERER.close()
 
 
 def test_without_a_browser_images_fail_with_a_sentence(monkeypatch, two_places_fig, view):
