@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from panda import _numba_cache
+
 try:  # numba is a dependency (requirements.txt); without it the callers use numpy
     import numba
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     numba = None
+
+if numba is not None:  # its cache is unpickled when loaded: only from a folder of this account's own
+    _numba_cache.use_private_cache(numba)
 
 __all__ = ["chunk_min_plus", "mix_ratio", "rows_min_plus", "warm_up"]
 

@@ -38,10 +38,15 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from panda import _numba_cache
+
 try:  # numba is a dependency (requirements.txt); without it panda.pdhg steps with numpy
     import numba
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     numba = None
+
+if numba is not None:  # its cache is unpickled when loaded: only from a folder of this account's own
+    _numba_cache.use_private_cache(numba)
 
 __all__ = ["AVAILABLE", "Blocks", "apply_thread_policy", "blocks_of", "steps", "warm_up"]
 

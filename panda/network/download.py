@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from panda.errors import DataUnavailableError, DownloadError, OfflineError, PandaWarning
 from panda.network.cache import _cache_name, _read_cached, _save_network_npz, evict_download_cache, snap_bbox
 from panda.network.cities import DEFAULT_CITY, list_cities
-from panda.network.folders import _cache_root
+from panda.network.folders import _cache_root, private_folder_problem
 from panda.network.roads import NETWORK_TYPES, BoundingBox, RoadNetwork, network_from_graph
 
 if TYPE_CHECKING:
@@ -176,6 +176,13 @@ def _configure_osmnx(http_cache: Path | None, timeout_s: float) -> None:
     import osmnx as ox
 
     ox.settings.doh_url_template = None
+    if http_cache is not None:
+        # osmnx answers from the files there: only from a folder nobody else can write a response into.
+        problem = private_folder_problem(http_cache)
+        if problem is not None:
+            msg = f"osmnx's cache folder {http_cache} is not used ({problem}): downloading without it."
+            warnings.warn(msg, PandaWarning, stacklevel=3)
+            http_cache = None
     ox.settings.use_cache = http_cache is not None
     if http_cache is not None:
         ox.settings.cache_folder = str(http_cache)

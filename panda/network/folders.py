@@ -9,6 +9,7 @@ The folders and files the caches write are created private (:func:`make_private_
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -88,6 +89,34 @@ def make_private_dir(path: str | os.PathLike) -> Path:
         msg = f"{folder} is not a folder"
         raise NotADirectoryError(msg)
     return folder
+
+
+def private_folder_problem(path: str | os.PathLike) -> str | None:
+    """Make ``path`` this user's private folder: None once it is, else why it cannot be (a sentence).
+
+    The folder is created (0700) if missing; an existing one is used only if it is a folder, not a symbolic
+    link, and owned by this user, and its group and other permission bits are removed. For folders whose
+    files are loaded back as code or data that must not be planted (numba's pickled cache, osmnx's responses).
+    """
+    folder = Path(path).expanduser().absolute()
+    try:
+        make_private_dir(folder.parent)
+        try:
+            os.mkdir(folder, PRIVATE_DIR_MODE)
+        except FileExistsError:
+            pass
+        info = os.lstat(folder)
+        if stat.S_ISLNK(info.st_mode):
+            return "it is a symbolic link"
+        if not stat.S_ISDIR(info.st_mode):
+            return "it is not a folder"
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            return f"it belongs to uid {info.st_uid}, not {os.getuid()}"
+        if stat.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:
+            os.chmod(folder, PRIVATE_DIR_MODE)
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def open_private(path: str | os.PathLike) -> BinaryIO:
