@@ -134,8 +134,11 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> 
 EXPECTED_METRIC = {"": "Error at A", "explore": "LP status"}
 
 
-async def _session(port: int, query: str, page: str, timeout_s: float) -> dict:
-    """One browser-like session: connect, ask for the first script run, wait for it to finish."""
+async def _session(port: int, query: str, page: str, timeout_s: float, headers: dict | None = None) -> dict:
+    """One browser-like session: connect, ask for the first script run, wait for it to finish.
+
+    ``headers``: sent with the websocket's handshake (``X-Forwarded-For``: the client address a trusted proxy
+    would pass on)."""
     expected = EXPECTED_METRIC.get(page)
     import websockets
     from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -148,7 +151,9 @@ async def _session(port: int, query: str, page: str, timeout_s: float) -> dict:
     back.rerun_script.page_name = page
     uri = f"ws://127.0.0.1:{port}/_stcore/stream"
     try:
-        async with websockets.connect(uri, subprotocols=["streamlit"], max_size=2**28, open_timeout=60) as ws:
+        async with websockets.connect(
+            uri, subprotocols=["streamlit"], max_size=2**28, open_timeout=60, additional_headers=headers
+        ) as ws:
             await ws.send(back.SerializeToString())
             deadline = t0 + timeout_s
             while True:
@@ -290,9 +295,15 @@ class _SoakUser:
     """One student: an open websocket session on the Lesson, random moves until the deadline."""
 
     def __init__(
-        self, port: int, rng: random.Random, run_timeout_s: float, pause_s: tuple[float, float] = (2.0, 6.0)
+        self,
+        port: int,
+        rng: random.Random,
+        run_timeout_s: float,
+        pause_s: tuple[float, float] = (2.0, 6.0),
+        headers: dict | None = None,
     ) -> None:
         self.port, self.rng, self.run_timeout_s, self.pause_s = port, rng, run_timeout_s, pause_s
+        self.headers = headers  # sent with each websocket handshake (X-Forwarded-For behind a trusted proxy)
         self.moves: list[dict] = []  # kind, seconds to script_finished, ok, applied
 
     async def _run(self, ws, back, expected: str | None, want_eps: float | None) -> dict:
@@ -356,7 +367,9 @@ class _SoakUser:
         while time.monotonic() < end:  # one open session per pass; a new link ends it
             query, page = _random_link(rng) if self.moves else ("", "")
             try:
-                async with websockets.connect(uri, subprotocols=["streamlit"], max_size=2**28, open_timeout=60) as ws:
+                async with websockets.connect(
+                    uri, subprotocols=["streamlit"], max_size=2**28, open_timeout=60, additional_headers=self.headers
+                ) as ws:
                     back = BackMsg()
                     back.rerun_script.query_string, back.rerun_script.page_name = query, page
                     first = await self._run(ws, back, EXPECTED_METRIC.get(page), None)
