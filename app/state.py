@@ -149,15 +149,11 @@ def instance(
 
     The view is checked here at once, before any work is sent away: a view whose tables would exceed
     :data:`panda.instance.MAX_DENSE_BYTES` raises :class:`panda.instance.InstanceTooLargeError` (a sentence for
-    the page), a bad size the ValueError :func:`panda.make_instance` raises. The tables themselves (shortest
-    paths from every output or task) are built on a worker (:func:`panda.jobs.instance_job`), under its memory
-    and time limits; this process keeps the result once, on its own network, for every session. No page may
-    write into its arrays: that would change every other session's view. (They are not flagged read-only: a
-    job pickles the instance, and the flag would travel to the worker, where compiled code that takes writable
-    buffers would refuse them.)
-
-    The instance is cached under the network it is built on (``_instance_on``'s fingerprint): a box downloaded
-    again with other data gets a new instance, never the old network's tables under the new network's results.
+    the page), a bad size the ValueError :func:`panda.make_instance` raises. The tables (shortest paths from
+    every output or task) are built on a worker (:func:`panda.jobs.instance_job`), under its limits, and kept
+    once here for every session, under the network they are built on (a box downloaded again with other data
+    gets new tables). No page may write into its arrays: that would change every other session's view. (They
+    are not flagged read-only: the flag would travel to the worker, whose compiled code refuses such buffers.)
     """
     net = network(source)
     fingerprint = result_store.store_key((source,), net)[0]
@@ -176,28 +172,14 @@ def _instance_on(
     prior: str,
     _net: panda.RoadNetwork,
 ) -> panda.Instance:
-    """:func:`instance` on the network ``_net`` (``fingerprint``: its source string, with its content's fingerprint
-    for a box or an upload)."""
-    net = _net
+    """:func:`instance` on ``_net`` (``fingerprint``: its source, with its content's fingerprint if a box's)."""
     n_tasks = min(int(n_tasks), int(n_records))
-    prior_arg = instances.prior_argument(net, prior)
-    check_instance_arguments(
-        net, n_records=n_records, n_users=n_users, n_outputs=n_outputs, n_tasks=n_tasks, loss=loss, prior=prior_arg
-    )
-    fields = _run_job(
-        jobs.instance_job,
-        net,
-        n_records,
-        n_users,
-        n_outputs,
-        seed,
-        loss,
-        n_tasks,
-        prior_arg,
-        timeout_s=JOB_TIMEOUT_S,
-        priority=HIGH,
-    )
-    return panda.Instance(network=net, **fields)
+    prior_arg = instances.prior_argument(_net, prior)
+    sizes = {"n_records": n_records, "n_users": n_users, "n_outputs": n_outputs, "n_tasks": n_tasks}
+    check_instance_arguments(_net, **sizes, loss=loss, prior=prior_arg)
+    args = (n_records, n_users, n_outputs, seed, loss, n_tasks, prior_arg)
+    fields = _run_job(jobs.instance_job, _net, *args, timeout_s=JOB_TIMEOUT_S, priority=HIGH)
+    return panda.Instance(network=_net, **fields)
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
