@@ -4,6 +4,9 @@
     python bench/bench_game.py --students 300 --join-spread 60 --spread 20 --runs 1   # a lecture hall
     python bench/bench_game.py --db sqlite --runs 1 --students 20
     python bench/bench_game.py --db both --json test-artifacts/bench-game.json
+    # the lecture hall on several servers (issue 38 item 7): HAProxy from deploy/haproxy.cfg in front
+    python bench/bench_game.py --db postgres --servers 2 --students 300 --join-spread 60 --spread 20 --runs 1
+    python bench/bench_game.py --db postgres --servers 1 --proxy --students 300 --join-spread 60 --spread 20 --runs 1
 
 Per run: a fresh class database (a new SQLite file in a temporary directory, or a throwaway PostgreSQL 15
 cluster from tests/support/pg_server.py), ``streamlit run app`` on a loopback port with ``PANDA_DB_URL`` pointing
@@ -37,6 +40,19 @@ p50 / p95, fragment polls and their p95, CPU seconds of the server process (and 
 process; for PostgreSQL also the postgres processes) during the guess window, peak RSS of the server, load
 average. Target: guess p95 <= 1 s on 2 cores.
 
+Several servers (``--servers N``, N <= 4, PostgreSQL only; ``--proxy`` for one server behind the proxy): N
+``streamlit run app`` servers on loopback ports share the run's PostgreSQL class database, each with
+``PANDA_TRUSTED_PROXY=1``, and one ``haproxy`` on a loopback port is in front of them. Its configuration is
+deploy/haproxy.cfg itself with only the ``bind 127.0.0.1:8080`` port and the ``server`` lines (one per server)
+replaced, so the shipped limits, ``forwardfor``, stickiness and health checks are measured too; it is checked
+with ``haproxy -c -f`` and kept as test-artifacts/bench-game-haproxy-<db>-<run>.cfg. The warm-up student joins
+each server in turn on its own port; the students connect to the proxy, each from a loopback address of their
+own (``127.0.1.1``, ``127.0.1.2``, ...: Linux routes all of 127.0.0.0/8 to loopback) because the shipped
+configuration allows an address 30 connections, and the servers count joins per forwarded address. Without
+``--servers``/``--proxy`` the students connect straight to the one server from 127.0.0.1, as before. The CPU
+seconds and peak RSS are then summed over the servers (each with its children); also reported: the servers'
+CPU per student in the guess window (all their processes, ms), each server's CPU seconds and HAProxy's (JSON).
+
 Not simulated: the browser's HTTP fetches of the page's HTML, JavaScript and fonts (static files), and its
 rendering; only the websocket traffic that reaches the script runner.
 """
@@ -51,13 +67,17 @@ import json
 import math
 import os
 import random
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -71,6 +91,10 @@ MAX_STUDENTS = 300  # an introductory course's lecture hall
 TARGET_P95_S = 1.0
 PAGE = "play"
 SUCCESS_TEXT = "Guess saved"
+MAX_SERVERS = 4
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+HAPROXY_TEMPLATE = ROOT / "deploy" / "haproxy.cfg"
+ARTIFACTS = ROOT / "test-artifacts"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -80,8 +104,11 @@ SUCCESS_TEXT = "Guess saved"
 class Student:
     """One phone: a websocket session on the play page, driven like the browser drives it."""
 
-    def __init__(self, port: int, code: str, rng: random.Random, timeout_s: float) -> None:
+    def __init__(
+        self, port: int, code: str, rng: random.Random, timeout_s: float, local_addr: str | None = None
+    ) -> None:
         self.port, self.code, self.rng, self.timeout_s = port, code, rng, timeout_s
+        self.local_addr = local_addr  # the phone's own source address (behind the proxy), else the kernel's
         self.query = f"code={code}"
         self.page_hash = ""
         self.states: dict[str, object] = {}  # widget id -> WidgetState the browser holds
@@ -209,7 +236,12 @@ class Student:
         from streamlit.proto.WidgetStates_pb2 import WidgetState
 
         uri = f"ws://127.0.0.1:{self.port}/_stcore/stream"
-        self.ws = await websockets.connect(uri, subprotocols=["streamlit"], max_size=2**28, open_timeout=60)
+        # websockets passes local_addr on to loop.create_connection; proxy=None: loopback only, never an
+        # HTTP(S)_PROXY of the environment (which would get the local address instead).
+        bind = {"local_addr": (self.local_addr, 0)} if self.local_addr else {}
+        self.ws = await websockets.connect(
+            uri, subprotocols=["streamlit"], max_size=2**28, open_timeout=60, proxy=None, **bind
+        )
         self.receiver = asyncio.create_task(self._receive())
         first, _ = await self._full_run(self._back([]))
         text_id = button_id = ""
@@ -308,31 +340,48 @@ def _gc_stats(path: Path, t_start: float, t_end: float) -> dict:
 
 
 class ProcessWatch:
-    """Peak RSS of the server process, sampled every 0.2 s (and the sum over its children)."""
+    """Peak RSS of the server processes, sampled every 0.2 s: their sum, the sum over their children, both.
 
-    def __init__(self, pid: int) -> None:
+    The peaks are of sums taken at one moment (the machine's memory in use by the servers at its highest).
+    """
+
+    def __init__(self, pids: list[int]) -> None:
         import psutil
 
-        self.proc = psutil.Process(pid)
+        self.procs = [psutil.Process(pid) for pid in pids]
         self.server_peak = 0
         self.children_peak = 0
+        self.total_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
-    def _watch(self) -> None:
+    def _sample(self) -> tuple[int, int] | None:
+        """The servers' RSS and their children's now, bytes; None once every server has exited."""
         import psutil
 
-        while not self._stop.is_set():
+        servers = children = alive = 0
+        for proc in self.procs:
             try:
-                self.server_peak = max(self.server_peak, self.proc.memory_info().rss)
-                total = 0
-                for child in self.proc.children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        total += child.memory_info().rss
-                self.children_peak = max(self.children_peak, total)
+                servers += proc.memory_info().rss
+                family = proc.children(recursive=True)
             except psutil.Error:
+                continue  # this server exited: the others still count
+            alive += 1
+            for child in family:
+                with contextlib.suppress(psutil.Error):
+                    children += child.memory_info().rss
+        return (servers, children) if alive else None
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            sample = self._sample()
+            if sample is None:
                 return
+            servers, children = sample
+            self.server_peak = max(self.server_peak, servers)
+            self.children_peak = max(self.children_peak, children)
+            self.total_peak = max(self.total_peak, servers + children)
             self._stop.wait(0.2)
 
     def stop(self) -> None:
@@ -346,26 +395,182 @@ def _cpu_s(proc) -> float:  # noqa: ANN001 (psutil.Process)
     return t.user + t.system + t.children_user + t.children_system
 
 
-def cpu_snapshot(server_pid: int, pg_port: int | None) -> dict[str, float]:
-    """CPU seconds so far: the server process, its child processes, the PostgreSQL server (all its processes)."""
+def _tree_cpu_s(proc) -> tuple[float, float]:  # noqa: ANN001 (psutil.Process)
+    """CPU seconds of a process itself, and of its children (the live ones, recursively, and those it reaped)."""
     import psutil
 
-    server = psutil.Process(server_pid)
-    t = server.cpu_times()
-    out = {"server": t.user + t.system, "children": t.children_user + t.children_system, "postgres": 0.0}
-    for child in server.children(recursive=True):
+    t = proc.cpu_times()
+    children = t.children_user + t.children_system
+    for child in proc.children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            out["children"] += _cpu_s(child)
-    if pg_port is not None:
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == pg_port and conn.pid:
-                postmaster = psutil.Process(conn.pid)
-                out["postgres"] = _cpu_s(postmaster)
-                for child in postmaster.children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        out["postgres"] += _cpu_s(child)
-                break
+            children += _cpu_s(child)
+    return t.user + t.system, children
+
+
+def _postmaster(pg_port: int):  # noqa: ANN202
+    """The PostgreSQL server listening on ``pg_port`` (psutil.Process), or None."""
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == pg_port and conn.pid:
+            return psutil.Process(conn.pid)
+    return None
+
+
+def cpu_snapshot(server_pids: list[int], pg_port: int | None, proxy_pid: int | None = None) -> dict[str, float]:
+    """CPU seconds so far: the servers (their own processes summed, their children summed, and each server with
+    its children as ``s1``, ``s2``, ...), the PostgreSQL server (all its processes), HAProxy (when running)."""
+    import psutil
+
+    out = {"server": 0.0, "children": 0.0, "postgres": 0.0}
+    for n, pid in enumerate(server_pids, 1):
+        own, children = _tree_cpu_s(psutil.Process(pid))
+        out["server"] += own
+        out["children"] += children
+        out[f"s{n}"] = own + children
+    if proxy_pid is not None:
+        out["haproxy"] = sum(_tree_cpu_s(psutil.Process(proxy_pid)))
+    postmaster = _postmaster(pg_port) if pg_port is not None else None
+    if postmaster is not None:
+        out["postgres"] = sum(_tree_cpu_s(postmaster))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Several servers behind HAProxy
+
+
+def student_address(i: int) -> str:
+    """Student ``i``'s own loopback source address: 127.0.1.1, 127.0.1.2, ... (Linux routes 127.0.0.0/8 to lo)."""
+    return f"127.0.{1 + i // 250}.{1 + i % 250}"
+
+
+def haproxy_config(template: str, port: int, server_ports: list[int]) -> str:
+    """deploy/haproxy.cfg with its loopback ``bind`` on ``port`` and one ``server`` line per port of ``server_ports``.
+
+    The template's first active ``server`` line is the pattern of the new ones (name, cookie and port renumbered);
+    its other ``server`` lines go. Everything else is the template's: the per-address limits, ``forwardfor``,
+    stickiness, health checks and timeouts are what the bench measures.
+    """
+    out: list[str] = []
+    binds = servers = 0
+    for line in template.splitlines():
+        code = line.split("#", 1)[0]
+        if re.match(r"\s*bind\s", code):
+            if not re.match(r"\s*bind\s+127\.0\.0\.1:\d+\s*$", code):
+                raise ValueError(f"deploy/haproxy.cfg binds beyond loopback ({line.strip()!r}): not for a bench")
+            out.append(re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", line))
+            binds += 1
+        elif re.match(r"\s*server\s", code):
+            if servers == 0:
+                name = re.escape(code.split()[1])
+                for n, server_port in enumerate(server_ports, 1):
+                    new = re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{server_port}", line)
+                    out.append(re.sub(rf"\b{name}\b", f"s{n}", new))
+            servers += 1
+        else:
+            out.append(line)
+    if binds != 1 or not servers:
+        raise ValueError(f"deploy/haproxy.cfg: expected one active bind and server lines, found {binds} and {servers}")
+    return "\n".join(out) + "\n"
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` different free loopback ports (the kernel may hand out a port twice before anything binds it)."""
+    ports: set[int] = set()
+    while len(ports) < n:
+        ports.add(_free_port())
+    return sorted(ports)
+
+
+def _stop_all(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM to all at once (they shut down side by side), then wait; kill those still there after 30 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + 30
+    for proc in procs:
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _server_env(url: str, args: argparse.Namespace, proxied: bool) -> tuple[dict, Path | None]:
+    """The servers' environment (the class database; behind the proxy, trust its X-Forwarded-For) and the GC log."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DB_URL": url}
+    if proxied:  # as docs/serving.md runs them: joins are counted per student address, not per proxy
+        env["PANDA_TRUSTED_PROXY"] = "1"
+    gc_log = None
+    if args.gc_stats:  # one log for all servers: the guess window's collections, summed
+        gc_dir = Path(tempfile.mkdtemp(prefix="panda-bench-gc-"))
+        (gc_dir / "sitecustomize.py").write_text(GC_LOGGER)
+        gc_log = gc_dir / "gc.log"
+        env["PYTHONPATH"] = os.pathsep.join([str(gc_dir), *filter(None, [env.get("PYTHONPATH")])])
+        env["PANDA_BENCH_GC_LOG"] = str(gc_log)
+        if args.gc_freeze:
+            env["PANDA_BENCH_GC_FREEZE_S"] = str(args.gc_freeze)
+    return env, gc_log
+
+
+@contextlib.contextmanager
+def _servers(n: int, env: dict, args: argparse.Namespace, stem: str) -> Iterator[list[tuple[int, subprocess.Popen]]]:
+    """``n`` ``streamlit run app`` servers on free loopback ports, started together, then each waited for;
+    all stopped on leaving (an error and Ctrl-C included). Yields (port, process) pairs. Logs: test-artifacts."""
+    servers: list[tuple[int, subprocess.Popen]] = []
+    with contextlib.ExitStack() as logs:
+        try:
+            for port in _free_ports(n):
+                suffix = f"-s{len(servers) + 1}" if n > 1 else ""
+                log = logs.enter_context(open(ARTIFACTS / f"{stem}{suffix}.log", "wb"))
+                cmd = streamlit_cmd(port) + [f"--{opt}" for opt in args.streamlit_opt]
+                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+                servers.append((port, proc))
+            for port, proc in servers:
+                _wait_healthy(f"http://127.0.0.1:{port}", proc)
+            yield servers
+        finally:
+            _stop_all([proc for _, proc in servers])
+
+
+def _wait_proxy(port: int, proc: subprocess.Popen, n_servers: int, timeout_s: float = 30.0) -> None:
+    """Until ``n_servers`` health checks in a row pass through the proxy (round robin: one per server)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"haproxy exited with code {proc.returncode} (its log is in {ARTIFACTS})")
+        passed = 0
+        for _ in range(n_servers):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
+                    passed += resp.read().strip() == b"ok"
+            except OSError:
+                break
+        if passed == n_servers:
+            return
+        time.sleep(0.3)
+    raise TimeoutError(f"haproxy on port {port} did not pass {n_servers} health checks within {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def _haproxy(server_ports: list[int], stem: str) -> Iterator[tuple[int, subprocess.Popen]]:
+    """HAProxy from deploy/haproxy.cfg on a free loopback port in front of the servers; yields (port, process).
+
+    The configuration (test-artifacts/<stem>.cfg) must pass ``haproxy -c`` first; stopped on leaving."""
+    port = _free_port()
+    cfg = ARTIFACTS / f"{stem}.cfg"
+    cfg.write_text(haproxy_config(HAPROXY_TEMPLATE.read_text(), port, server_ports))
+    check = subprocess.run([HAPROXY, "-c", "-f", str(cfg)], capture_output=True, text=True, timeout=30, check=False)
+    if check.returncode != 0:
+        raise RuntimeError(f"haproxy -c -f {cfg} refused the configuration: {(check.stdout + check.stderr).strip()}")
+    with open(ARTIFACTS / f"{stem}.log", "wb") as log:
+        proc = subprocess.Popen([HAPROXY, "-f", str(cfg), "-db"], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_proxy(port, proc, len(server_ports))
+            yield port, proc
+        finally:
+            _stop_all([proc])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,9 +583,16 @@ def _view() -> list:
     return list(Params().instance_key)
 
 
-async def _class(port: int, code: str, args: argparse.Namespace, seed: int, on_guess_window) -> list[Student]:  # noqa: ANN001
+async def _class(  # noqa: ANN001 (on_guess_window: a callable)
+    port: int, code: str, args: argparse.Namespace, seed: int, on_guess_window, own_addresses: bool = False
+) -> list[Student]:
     rng = random.Random(seed)
-    students = [Student(port, code, random.Random(rng.random()), args.run_timeout) for _ in range(args.students)]
+    students = [
+        Student(
+            port, code, random.Random(rng.random()), args.run_timeout, student_address(i) if own_addresses else None
+        )
+        for i in range(args.students)
+    ]
     joins = await asyncio.gather(*(s.join(rng.uniform(0, args.join_spread)) for s in students), return_exceptions=True)
     for s, res in zip(students, joins, strict=True):
         if isinstance(res, BaseException):
@@ -434,85 +646,124 @@ def _database(kind: str):  # noqa: ANN202
             yield f"sqlite:///{tmp}/class.db"
 
 
+def _warm_up(ports: list[int], warm_code: str) -> float:
+    """A warm-up student joins each server in turn on its own port and loads the map; seconds in all.
+
+    In turn: the first server builds the round's mechanism and keeps it in the class database's result store,
+    where the others find it, instead of every server building it at once.
+    """
+    t0 = time.perf_counter()
+    for port in ports:
+        warm = Student(port, warm_code, random.Random(0), 300.0)
+
+        async def warm_up(warm: Student = warm) -> None:
+            try:
+                await warm.join(0.0)
+            finally:
+                await warm.close()
+
+        asyncio.run(warm_up())
+    return time.perf_counter() - t0
+
+
+def _run_class(
+    port: int,
+    code: str,
+    args: argparse.Namespace,
+    run_no: int,
+    pids: list[int],
+    pg_port: int | None,
+    proxy_pid: int | None,
+) -> dict:
+    """The class on ``port`` (the server's, or the proxy's: then each student from an address of their own),
+    with the servers' memory watched and CPU read at the guess window's ends."""
+    watch = ProcessWatch(pids)
+    marks: dict[str, dict] = {}
+
+    def on_window(start: bool) -> None:
+        marks["start" if start else "end"] = cpu_snapshot(pids, pg_port, proxy_pid)
+        marks["t_start" if start else "t_end"] = {"t": time.perf_counter(), "wall": time.time()}
+
+    load_before = os.getloadavg()[0]
+    client_t0 = resource.getrusage(resource.RUSAGE_SELF)
+    try:
+        own = proxy_pid is not None
+        students = asyncio.run(_class(port, code, args, args.seed + run_no, on_window, own_addresses=own))
+    finally:
+        watch.stop()
+    client_t1 = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "students": students,
+        "watch": watch,
+        "marks": marks,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "client_cpu": client_t1.ru_utime + client_t1.ru_stime - client_t0.ru_utime - client_t0.ru_stime,
+    }
+
+
 def run_once(kind: str, run_no: int, args: argparse.Namespace) -> dict:
-    """A fresh database and server, the warm-up, the class; one row of the table."""
+    """A fresh database, the servers (behind HAProxy when asked), the warm-up, the class; one row of the table."""
     from sqlalchemy.engine import make_url
 
     from app.game import rounds
     from app.server.db import store
 
     spec = rounds.RoundSpec("laplace", 5.0, 1, "each")
+    proxied = args.servers > 1 or args.proxy
+    ARTIFACTS.mkdir(exist_ok=True)
     with _database(kind) as url:
         pg_port = make_url(url).port if kind == "postgres" else None
         code, _key = rounds.open_game(_view(), spec, url=url)
         warm_code, _ = rounds.open_game(_view(), spec, url=url)
-        port = _free_port()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PANDA_DB_URL": url}
-        gc_log = None
-        if args.gc_stats:
-            gc_dir = Path(tempfile.mkdtemp(prefix="panda-bench-gc-"))
-            (gc_dir / "sitecustomize.py").write_text(GC_LOGGER)
-            gc_log = gc_dir / "gc.log"
-            env["PYTHONPATH"] = os.pathsep.join([str(gc_dir), *filter(None, [env.get("PYTHONPATH")])])
-            env["PANDA_BENCH_GC_LOG"] = str(gc_log)
-            if args.gc_freeze:
-                env["PANDA_BENCH_GC_FREEZE_S"] = str(args.gc_freeze)
-        log_path = ROOT / "test-artifacts" / f"bench-game-server-{kind}-{run_no}.log"
-        log_path.parent.mkdir(exist_ok=True)
-        with open(log_path, "wb") as log:
-            cmd = streamlit_cmd(port) + [f"--{opt}" for opt in args.streamlit_opt]
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-            try:
-                _wait_healthy(f"http://127.0.0.1:{port}", proc)
-                t0 = time.perf_counter()
-                warm = Student(port, warm_code, random.Random(0), 300.0)
-
-                async def warm_up() -> None:
-                    try:
-                        await warm.join(0.0)
-                    finally:
-                        await warm.close()
-
-                asyncio.run(warm_up())
-                warm_s = time.perf_counter() - t0
-                watch = ProcessWatch(proc.pid)
-                marks: dict[str, dict] = {}
-
-                def on_window(start: bool) -> None:
-                    marks["start" if start else "end"] = cpu_snapshot(proc.pid, pg_port)
-                    marks["t_start" if start else "t_end"] = {"t": time.perf_counter(), "wall": time.time()}
-
-                load_before = os.getloadavg()[0]
-                client_t0 = resource.getrusage(resource.RUSAGE_SELF)
-                students = asyncio.run(_class(port, code, args, args.seed + run_no, on_window))
-                watch.stop()
-                load_after = os.getloadavg()[0]
-                client_t1 = resource.getrusage(resource.RUSAGE_SELF)
-                client_cpu = client_t1.ru_utime + client_t1.ru_stime - client_t0.ru_utime - client_t0.ru_stime
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-        right, guessed, n_players = _stored(url, code, students)
+        env, gc_log = _server_env(url, args, proxied)
+        with contextlib.ExitStack() as stack:  # on leaving: the proxy stops, then the servers
+            servers = stack.enter_context(_servers(args.servers, env, args, f"bench-game-server-{kind}-{run_no}"))
+            ports = [port for port, _ in servers]
+            entry_port, proxy_pid = ports[0], None
+            if proxied:
+                entry_port, proxy = stack.enter_context(_haproxy(ports, f"bench-game-haproxy-{kind}-{run_no}"))
+                proxy_pid = proxy.pid
+            warm_s = _warm_up(ports, warm_code)
+            pids = [proc.pid for _, proc in servers]
+            measured = _run_class(entry_port, code, args, run_no, pids, pg_port, proxy_pid)
+        stored = _stored(url, code, measured["students"])
         store.dispose(url)
+    return _row(kind, run_no, args, measured, stored, warm_s, gc_log)
+
+
+def _row(
+    kind: str,
+    run_no: int,
+    args: argparse.Namespace,
+    measured: dict,
+    stored: tuple[int, int, int],
+    warm_s: float,
+    gc_log: Path | None,
+) -> dict:
+    """One row of the table (and of the JSON) from a run's measurements."""
+    students, watch, marks = measured["students"], measured["watch"], measured["marks"]
+    right, guessed, n_players = stored
     sent = [s for s in students if s.place is not None]
     times = [s.guess_s for s in sent if s.guess_ok]
     # Percentiles over every guess sent: one not confirmed within --run-timeout counts as longer than that.
     everyone = [s.guess_s if s.guess_ok else math.inf for s in sent]
     joins = [s.join_s for s in students if s.join_s == s.join_s]
     polls = [p for s in students for p in s.polls]
+    nan = float("nan")
     cpu = {k: marks["end"][k] - marks["start"][k] for k in marks["start"]} if "end" in marks else {}
-    window_s = marks["t_end"]["t"] - marks["t_start"]["t"] if "t_end" in marks else float("nan")
-    row = {
+    window_s = marks["t_end"]["t"] - marks["t_start"]["t"] if "t_end" in marks else nan
+    servers_cpu = cpu.get("server", nan) + cpu.get("children", nan)
+    return {
         "db": kind,
+        "servers": args.servers,
+        "proxy": args.servers > 1 or args.proxy,
         "streamlit_opts": list(args.streamlit_opt),
         "gc_freeze_s": args.gc_freeze if args.gc_stats else 0.0,
         "run": run_no,
         "students": args.students,
         "joined": len(joins),
-        "join_p50_s": statistics.median(joins) if joins else float("nan"),
+        "join_p50_s": statistics.median(joins) if joins else nan,
         "join_p95_s": _pct(joins, 0.95),
         "guesses_sent": len(sent),
         "guesses_confirmed": len(times),
@@ -526,21 +777,25 @@ def run_once(kind: str, run_no: int, args: argparse.Namespace) -> dict:
         "polls": len(polls),
         "poll_p95_s": _pct(polls, 0.95),
         "guess_window_s": window_s,
-        "cpu_server_s": cpu.get("server", float("nan")),
-        "cpu_children_s": cpu.get("children", float("nan")),
-        "cpu_postgres_s": cpu.get("postgres", float("nan")),
-        "client_cpu_s": client_cpu,
+        "cpu_server_s": cpu.get("server", nan),
+        "cpu_children_s": cpu.get("children", nan),
+        "cpu_servers_total_s": servers_cpu,
+        "cpu_servers_per_student_ms": servers_cpu / args.students * 1e3,
+        "cpu_per_server_s": [cpu[f"s{n}"] for n in range(1, args.servers + 1) if f"s{n}" in cpu],
+        "cpu_postgres_s": cpu.get("postgres", nan),
+        "cpu_haproxy_s": cpu.get("haproxy", nan) if args.servers > 1 or args.proxy else None,
+        "client_cpu_s": measured["client_cpu"],
         "server_peak_rss_mb": watch.server_peak / 2**20,
         "children_peak_rss_mb": watch.children_peak / 2**20,
+        "servers_total_peak_rss_mb": watch.total_peak / 2**20,
         "warm_up_s": warm_s,
-        "load_before": load_before,
-        "load_after": load_after,
+        "load_before": measured["load_before"],
+        "load_after": measured["load_after"],
         **(_gc_stats(gc_log, marks["t_start"]["wall"], marks["t_end"]["wall"]) if gc_log and "t_end" in marks else {}),
         "failures": sorted({s.failure for s in students if s.failure})[:5],
         "not_confirmed": sorted({s.guess_text for s in sent if not s.guess_ok})[:3],
         "guess_times_s": sorted(round(t, 4) for t in times),
     }
-    return row
 
 
 def _finite(x: float) -> float | None:
@@ -553,12 +808,16 @@ def _s(x: float | None) -> str:
 
 
 def _print_row(row: dict) -> None:
+    proxy_cpu = "-" if row["cpu_haproxy_s"] is None else f"{row['cpu_haproxy_s']:.1f}"
     print(
-        f"{row['db']:8} {row['run']:3d} {_s(row['guess_p50_s'])} {_s(row['guess_p95_s'])} {_s(row['guess_max_s'])} "
+        f"{row['db']:8} {_servers_label(row):>5} {row['run']:3d} "
+        f"{_s(row['guess_p50_s'])} {_s(row['guess_p95_s'])} {_s(row['guess_max_s'])} "
         f"{row['guesses_confirmed']:3d}/{row['guesses_sent']:<3d} "
         f"{row['guesses_stored_right']:3d}/{row['guesses_sent']:<3d} "
         f"{row['join_p50_s']:6.2f} {row['join_p95_s']:6.2f} {row['polls']:5d} {row['poll_p95_s']:6.2f} "
-        f"{row['cpu_server_s']:6.1f} {row['cpu_postgres_s']:5.1f} {row['server_peak_rss_mb']:6.0f} "
+        f"{row['cpu_server_s']:6.1f} {row['cpu_servers_total_s']:6.1f} {row['cpu_servers_per_student_ms']:5.0f} "
+        f"{row['cpu_postgres_s']:5.1f} {proxy_cpu:>5} "
+        f"{row['server_peak_rss_mb']:6.0f} {row['servers_total_peak_rss_mb']:6.0f} "
         f"{row['load_before']:4.1f}/{row['load_after']:<4.1f}",
         flush=True,
     )
@@ -573,9 +832,17 @@ def _print_row(row: dict) -> None:
         print(f"    not confirmed, the page showed: {text!r}")
 
 
+def _servers_label(row: dict) -> str:
+    """``1`` for one server reached directly, ``2+px`` for two servers behind HAProxy."""
+    return f"{row['servers']}{'+px' if row['proxy'] else ''}"
+
+
+#: cpu s: the servers' own processes; all s: with their children; ms/st: all s per student; px s: HAProxy;
+#: RSS MB: the servers' own processes; all MB: with their children (peaks of sums over the servers).
 HEADER = (
-    f"{'db':8} {'run':>3} {'p50 s':>6} {'p95 s':>6} {'max s':>6} {'shown':>7} {'stored':>7} "
-    f"{'join50':>6} {'join95':>6} {'polls':>5} {'poll95':>6} {'cpu s':>6} {'pg s':>5} {'RSS MB':>6} load"
+    f"{'db':8} {'srv':>5} {'run':>3} {'p50 s':>6} {'p95 s':>6} {'max s':>6} {'shown':>7} {'stored':>7} "
+    f"{'join50':>6} {'join95':>6} {'polls':>5} {'poll95':>6} {'cpu s':>6} {'all s':>6} {'ms/st':>5} "
+    f"{'pg s':>5} {'px s':>5} {'RSS MB':>6} {'all MB':>6} load"
 )
 
 
@@ -589,6 +856,15 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=5.0, help="pause between the joins and the guesses, s")
     ap.add_argument("--after", type=float, default=3.0, help="polling after the last guess, s")
     ap.add_argument("--run-timeout", type=float, default=120.0, help="longest wait for one script run, s")
+    ap.add_argument(
+        "--servers",
+        type=int,
+        default=1,
+        help=f"servers behind HAProxy (deploy/haproxy.cfg), at most {MAX_SERVERS}; above 1 needs --db postgres",
+    )
+    ap.add_argument(
+        "--proxy", action="store_true", help="one server behind HAProxy too (default: students connect to it)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gc-stats", action="store_true", help="log the server's full garbage collections (diagnosis)")
     ap.add_argument(
@@ -609,9 +885,21 @@ def main() -> None:
     args = ap.parse_args()
     if not 1 <= args.students <= MAX_STUDENTS or not 1 <= args.runs <= 5:
         ap.error(f"--students within 1..{MAX_STUDENTS}, --runs within 1..5")
+    if not 1 <= args.servers <= MAX_SERVERS:
+        ap.error(f"--servers within 1..{MAX_SERVERS}")
+    if args.servers > 1 and args.db != "postgres":
+        ap.error(
+            f"--servers {args.servers} runs the servers on one shared PostgreSQL class database: "
+            f"use --db postgres (not --db {args.db})"
+        )
+    proxied = args.servers > 1 or args.proxy
+    if proxied and not Path(HAPROXY).exists():
+        ap.error("--servers above 1 and --proxy need haproxy (apt-get install haproxy)")
     kinds = ["sqlite", "postgres"] if args.db == "both" else [args.db]
     print(
         f"{args.students} students, joins over {args.join_spread:g} s, guesses over {args.spread:g} s; "
+        f"{args.servers} server{'s' if args.servers > 1 else ''} "
+        f"{'behind HAProxy (deploy/haproxy.cfg)' if proxied else 'reached directly'}; "
         f"{os.cpu_count()} cores; target guess p95 <= {TARGET_P95_S:g} s",
         flush=True,
     )
