@@ -17,10 +17,10 @@ def of_this_run() -> dict[str, Any]:
 
     The owner is the Streamlit session (at most a few jobs in flight each, served in turn with the other
     sessions'); its group is the client's address (app.client_address), whose sessions share a few more, so
-    that one person's many tabs hold no more of the class's workers than two. The job is waited for while the session is connected and its view (the sidebar's instance:
-    city, K, N, M, seed, loss, prior) is the one the job was asked for: a closed tab or a new view ends the
-    wait, and a job nobody else waits for is then withdrawn (see the executor). Outside a server (AppTest, a
-    script): no owner.
+    that one person's many tabs hold no more of the class's workers than two. The job is waited for while the
+    session is connected and its view (the sidebar's instance: city, K, N, M, seed, loss, prior) is the one the
+    job was asked for: a closed tab or a new view ends the wait, and a job nobody else waits for is then
+    withdrawn (see the executor). Outside a server (AppTest, a script): no owner.
     """
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None:
