@@ -17,8 +17,8 @@ from app import state  # noqa: E402
 from app.figures import style  # noqa: E402
 from app.model import messages  # noqa: E402
 from app.model.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
-from app.server import malloc  # noqa: E402
-from app.widgets import prepare_panel, sidebar  # noqa: E402
+from app.server import lecturer, malloc  # noqa: E402
+from app.widgets import lecturer_sign_in, prepare_panel, sidebar  # noqa: E402
 
 # The server's memory stays level over a lesson (once per process; see app/server/malloc.py).
 malloc.tune()
@@ -41,6 +41,8 @@ st.set_page_config(
 )
 st.html(style.css(presenting=PRESENTING))
 st.session_state["present"] = PRESENTING
+lecturer.announce()  # the key on the server's console, once per process
+lecturer_sign_in.consume_link_key()  # ?lecturer=KEY signs this session in and leaves the address
 
 state.panda_worker()  # starts the worker process (if not running) while the sidebar loads the network
 

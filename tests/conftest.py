@@ -31,6 +31,10 @@ if not os.environ.get("PANDA_DB_URL"):
     _SESSION_DB = Path(tempfile.mkdtemp(prefix="panda-tests-")) / "class.db"
     os.environ["PANDA_DB_URL"] = f"sqlite:///{_SESSION_DB}"
 
+# The lecturer key of this test session (app/server/lecturer.py), known to the tests and inherited by the servers
+# they start; a test of the key file removes it.
+LECTURER_KEY = os.environ.setdefault("PANDA_LECTURER_KEY", "lecturer-key-of-the-tests")
+
 from panda import network as pn  # noqa: E402
 
 #: 22 nodes / 51 directed edges after the strongly connected reduction: the smoke-test network.

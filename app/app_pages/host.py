@@ -1,7 +1,9 @@
-"""The lecturer's screen of a class round: the join code and QR code, guesses as they arrive, the reveal.
+"""The class round's screen: the join code and QR code, guesses as they arrive, the reveal.
 
-Opened from the Lesson's presenter view (*Class round*), with the lecturer's key in the address
-(``/host?code=K7M2QX&key=...``): keep that address; it is the only way to reveal, close or go on.
+``/host?code=K7M2QX`` shows the room what anyone with the code may see. A session signed in with the lecturer
+key (app/widgets/lecturer_sign_in.py: the laptop that started the round, or the lecturer's phone) also gets the
+controls: reveal, end, play again. ``&room=1`` never shows controls (the projector, while a phone controls). An
+old address with ``&key=...`` (a round's own token) still controls its round; the key leaves the address at once.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from app.game import rounds
 from app.model import lesson_numbers
 from app.model.messages import plain_error
 from app.model.panda_numbers import fmt_m
+from app.server import lecturer
+from app.widgets import lecturer_sign_in
 from app.widgets.current_view import job_failure
 from panda.execution import JobError
 
@@ -36,22 +40,52 @@ PUBLIC_URL_ENV = "PANDA_PUBLIC_URL"
 
 ss = st.session_state
 st.html(style.css(presenting=True) + "<style>[data-testid='stSidebar'] { display: none; }</style>")
+lecturer_sign_in.consume_link_key()
 code = str(st.query_params.get("code", ""))[:64]
-key = str(st.query_params.get("key", ""))[:128]
+if "key" in st.query_params:  # a round's own token in the address: into this session, out of the projected bar
+    ss.setdefault("host_keys", {})[code] = str(st.query_params.get("key", ""))[:128]
+    del st.query_params["key"]
+#: The projector's page while the lecturer controls from another device: never any control.
+ROOM_ONLY = st.query_params.get("room") == "1"
 
 
-def _host_view() -> rounds.HostView | None:
+def _token() -> str | None:
+    """The round's lecturer token this session holds: its own (an old address), or the lecturer key's."""
+    given = ss.get("host_keys", {}).get(code)
+    if given:
+        return given
+    if lecturer_sign_in.signed_in():
+        try:
+            return lecturer.round_token(rounds.normalize_code(code))
+        except (rounds.GameError, OSError, ValueError):
+            return None
+    return None
+
+
+def _load(token: str | None) -> rounds.HostView:
+    return rounds.host_view(code, token) if token else rounds.room_view(code)
+
+
+def _host_view() -> tuple[rounds.HostView | None, str | None]:
+    """The round as this session may see it, and the token that controls it (None: the room's view)."""
+    token = _token()
     try:
-        return rounds.host_view(code, key)
+        try:
+            return _load(token), token
+        except rounds.GameError:
+            if token is None:
+                raise
+            return rounds.room_view(code), None  # a key that does not open this round: the room's view
     except rounds.GameError as exc:
         st.error(str(exc))
     except Exception:  # noqa: BLE001 (never a traceback, nor the database's own words, in a page anyone can open)
         log.exception("the class database could not be read for the host page")
         st.error("The class database could not be read. Reload the page in a moment; the server's log says why.")
-    return None
+    return None, None
 
 
-hv = _host_view()
+hv, TOKEN = _host_view()
+CONTROLS = TOKEN is not None and not ROOM_ONLY
 if hv is None:
     st.page_link("app_pages/lesson.py", label="Back to the Lesson (start a round in the presenter view)")
     st.stop()
@@ -106,7 +140,7 @@ st.markdown(f"#### Class round {cur['round']}: where was this report made?")
 st.caption(
     f"{label} at ε = {cur['epsilon_per_km']:g}/km · {k} report{'s' if k > 1 else ''} per student · "
     + _secret_words(cur)
-    + " · errors are road distances · keep this page's address: it holds your lecturer key"
+    + " · errors are road distances"
 )
 st.page_link("app_pages/lesson.py", label="Back to the Lesson", icon=":material/arrow_back:")
 left, right = st.columns([3, 2], gap="medium")
@@ -141,7 +175,7 @@ LIVE_EVERY = POLL_S if cur["status"] in LIVE else None
 def _read() -> rounds.HostView:
     """The game as the database has it now (what the page shows, if the database cannot be read this time)."""
     try:
-        return rounds.host_view(code, key)
+        return _load(TOKEN)
     except Exception:  # noqa: BLE001 (a database hiccup: the page keeps what it shows and asks again)
         return hv
 
@@ -193,9 +227,9 @@ def _score(rnd, entries: list[dict]) -> tuple[list[dict], dict]:  # noqa: ANN001
 def _act(action: str) -> None:
     try:
         if action == "reveal":  # also a round stuck in "scoring": scored again from every entry
-            rounds.reveal(code, key, _score)
+            rounds.reveal(code, TOKEN, _score)
         elif action == "close":
-            rounds.close_round(code, key)
+            rounds.close_round(code, TOKEN)
         elif action == "again":
             eps = float(ss.host_next_eps)
             # A shared round gets a new place (next_round draws it away from the places revealed so far) unless
@@ -212,7 +246,7 @@ def _act(action: str) -> None:
             with st.spinner(f"Building {label} at ε = {eps:g}/km ..."):
                 if _matrix({"mechanism": cur["mechanism"], "epsilon_per_km": eps, "options": spec.options}) is None:
                     raise rounds.GameError(f"{label} has no full matrix at ε = {eps:g}/km here: pick another ε.")
-            rounds.next_round(code, key, spec, prior=inst.prior)
+            rounds.next_round(code, TOKEN, spec, prior=inst.prior)
         ss.pop("host_msg", None)
     except rounds.GameError as exc:
         ss.host_msg = str(exc)
@@ -226,11 +260,33 @@ with left:
     _live_map()
 with right:
     _live_counts()
+
+
+def _lecturer_corner() -> None:
+    """For the lecturer: where the projector's page and the phone's controls are; for anyone else: sign in."""
+    if CONTROLS:
+        st.caption(
+            f"Projector: [the room's view]({_room_url()}) shows no controls. To control from your phone, open "
+            f"…/host?code={html.escape(hv.code)} there and type the lecturer key."
+        )
+    elif not ROOM_ONLY:
+        with st.expander("Lecturer", icon=":material/key:"):
+            if lecturer_sign_in.form("host", "reveal, end and start rounds from this device"):
+                st.rerun()
+
+
+def _room_url() -> str:
+    return f"host?code={urllib.parse.quote(hv.code)}&room=1"
+
+
 with right:
     if ss.get("host_msg"):
         st.warning(ss.host_msg)
     summary_shown = cur.get("n_guesses") is not None
-    if cur["status"] == "open":
+    if not CONTROLS:
+        if cur["status"] == "scoring":
+            st.info(f"Round {cur['round']}'s guesses are being scored: the scores appear here in a moment.")
+    elif cur["status"] == "open":
         b1, b2 = st.columns(2)
         b1.button(
             "Reveal", type="primary", icon=":material/visibility:", on_click=_act, args=("reveal",), width="stretch"
@@ -261,7 +317,7 @@ with right:
             f"On the class's very reports the Bayes attacker's mean error is {fmt_m(cur.get('bayes_mean_m'))} "
             f"({cur.get('n_guesses')} of {cur.get('n_players')} students guessed)."
         )
-    if cur["status"] != "open":
+    if CONTROLS and cur["status"] != "open":
         if cur["secret_mode"] == "shared":
             seen = "the class has seen it" if summary_shown or cur.get("seen_in_round") else "not revealed yet"
             st.radio(
@@ -302,10 +358,14 @@ if done:
         "places (road distances, metres); —: not revealed yet, or no guesses. Smaller ε: more privacy, so everyone's "
         "error grows."
     )
-    st.download_button(
-        "Rounds as CSV",
-        rounds.export_csv(code, key),
-        file_name=f"class-rounds-{hv.code}.csv",
-        mime="text/csv",
-        icon=":material/download:",
-    )
+    if CONTROLS:
+        st.download_button(
+            "Rounds as CSV",
+            rounds.export_csv(code, TOKEN),
+            file_name=f"class-rounds-{hv.code}.csv",
+            mime="text/csv",
+            icon=":material/download:",
+        )
+
+with right:
+    _lecturer_corner()

@@ -20,7 +20,8 @@ from app.model.messages import plain
 from app.model.page_links import LESSON_TABS
 from app.model.panda_numbers import fmt_m, fmt_pct
 from app.model.params import RANGES, to_config
-from app.widgets import current_view, export_menu, lesson_tabs, mechanism_rows
+from app.server import lecturer
+from app.widgets import current_view, export_menu, lecturer_sign_in, lesson_tabs, mechanism_rows
 from panda.repeated import posterior_after
 
 MAP_HEIGHT = 540
@@ -227,18 +228,19 @@ def _start_round() -> None:
         options=mechanism_rows.options_for(params, mech_key, eps),
     )
     try:
-        code, token = rounds.open_game(list(params.instance_key), spec)
+        code, _ = rounds.open_game(list(params.instance_key), spec, host_token_for=lecturer.round_token)
     except Exception as exc:  # noqa: BLE001 (a message, never a traceback)
         ss.lesson_round_problem = f"The class round could not be opened: {exc}"
         return
-    ss.lesson_round_open = {"code": code, "key": token}
+    ss.lesson_round_open = {"code": code}  # the lecturer key, not the address, controls it
 
 
 if presenting:
     with right.popover("Class round", icon=":material/groups:", help="Students guess from their phones."):
-        if rows.matrix is None:
+        may_start = lecturer_sign_in.form("lesson_round", "start a class round")  # else the form is shown
+        if may_start and rows.matrix is None:
             st.caption("A class round needs a mechanism with a report for every place: pick another mechanism.")
-        else:
+        elif may_start:
             st.radio(
                 "Secret place",
                 ["each", "shared"],

@@ -73,6 +73,7 @@ __all__ = [
     "guess",
     "status",
     "host_view",
+    "room_view",
     "export_csv",
     "cleanup",
 ]
@@ -170,21 +171,29 @@ def _add_round(
 
 
 def open_game(
-    view: list | tuple, spec: RoundSpec, *, prior: Sequence[float] | None = None, url: str | None = None
+    view: list | tuple,
+    spec: RoundSpec,
+    *,
+    prior: Sequence[float] | None = None,
+    host_token_for: Callable[[str], str] | None = None,
+    url: str | None = None,
 ) -> tuple[str, str]:
     """Open a game on ``view`` (the instance key) with its first round; returns (join code, lecturer token).
 
     ``prior``: the view's prior, to draw the shared place from when ``spec`` is shared and names none.
+    ``host_token_for(code)``: the lecturer token of a code (the dashboard's: derived from the lecturer key, so
+    every session that knows the key controls the round); a random token when None.
     """
     if spec.secret_mode == "shared" and spec.shared_place is None and prior is None:
         raise ValueError("A shared round without a place draws one: pass the view's prior.")
     cleanup(url=url)
-    token = secrets.token_urlsafe(24)
     for _ in range(20):
+        code = new_code()
+        token = host_token_for(code) if host_token_for is not None else secrets.token_urlsafe(24)
         try:
             with store.session(url) as s:
                 now = _now()
-                game = Game(code=new_code(), host_token_sha256=_sha(token), created_at=now, view=list(view))
+                game = Game(code=code, host_token_sha256=_sha(token), created_at=now, view=list(view))
                 s.add(game)
                 s.flush()
                 _add_round(s, game, 1, spec, now, prior)
@@ -438,7 +447,8 @@ def guess(code: object, token: object, place: object, *, url: str | None = None)
         return f"Guess {'changed' if changed else 'saved'}: place {place}. You can change it until the reveal."
 
 
-def _round_row(rnd: Round) -> dict:
+def _round_row(rnd: Round, *, lecturer: bool = True) -> dict:
+    """A round's settings and, once revealed, its summary; the room never sees a secret before the reveal."""
     row = {
         "round": rnd.number,
         "mechanism": rnd.mechanism,
@@ -446,7 +456,7 @@ def _round_row(rnd: Round) -> dict:
         "n_reports": rnd.n_reports,
         "secret_mode": rnd.secret_mode,
         "status": rnd.status,
-        "shared_place": rnd.shared_place,
+        "shared_place": rnd.shared_place if lecturer or rnd.summary is not None else None,
         "options": rnd.options,
     }
     row.update(rnd.summary or {})
@@ -456,47 +466,58 @@ def _round_row(rnd: Round) -> dict:
 def host_view(code: object, host_token: object, *, url: str | None = None) -> HostView:
     """The lecturer's screen: every round's summary, the current round's guesses (and scores after the reveal)."""
     with store.session(url) as s:
-        game = _host(s, code, host_token)
-        rounds = list(s.scalars(select(Round).where(Round.game_id == game.id).order_by(Round.number)))
-        cur = rounds[-1]
-        n_players = s.scalar(select(func.count()).select_from(Player).where(Player.game_id == game.id)) or 0
-        rows = s.execute(
-            select(Entry, Player.number).join(Player, Player.id == Entry.player_id).where(Entry.round_id == cur.id)
-        ).all()
-        shown = cur.status != "open"
-        seen_in = [
-            r.number
-            for r in reversed(rounds[:-1])
-            if r.summary is not None and r.shared_place is not None and r.shared_place == cur.shared_place
-        ]
-        entries = [
-            {
-                "player": number,
-                "guess": e.guess_place,
-                **(
-                    {"secret": e.secret_place, "error_m": e.error_m, "bayes_error_m": e.bayes_error_m, "rank": e.rank}
-                    if shown
-                    else {}
-                ),
-            }
-            for e, number in rows
-        ]
-        return HostView(
-            code=game.code,
-            view=list(game.view),
-            rounds=[_round_row(r) for r in rounds],
-            current=_round_row(cur)
-            | {
-                "n_entries": len(rows),
-                # Scoring under a claim no live server holds: the host page offers to score the round again.
-                "scoring_stuck": _scoring_stuck(cur, _now()),
-                # The shared place was revealed in this earlier round: the class has seen it.
-                "seen_in_round": seen_in[0] if seen_in else None,
-            },
-            n_players=int(n_players),
-            guesses=[e["guess"] for e in entries if e["guess"] is not None],
-            entries=entries,
-        )
+        return _view(s, _host(s, code, host_token), lecturer=True)
+
+
+def room_view(code: object, *, url: str | None = None) -> HostView:
+    """What the projector shows the room (anyone with the join code may see it): the rounds' summaries and the
+    current round's guesses; the secret places and scores only once the round is revealed."""
+    with store.session(url) as s:
+        return _view(s, _game(s, code), lecturer=False)
+
+
+def _view(s: Session, game: Game, *, lecturer: bool) -> HostView:
+    rounds = list(s.scalars(select(Round).where(Round.game_id == game.id).order_by(Round.number)))
+    cur = rounds[-1]
+    n_players = s.scalar(select(func.count()).select_from(Player).where(Player.game_id == game.id)) or 0
+    rows = s.execute(
+        select(Entry, Player.number).join(Player, Player.id == Entry.player_id).where(Entry.round_id == cur.id)
+    ).all()
+    # The lecturer sees the secrets once the round stops taking guesses; the room, once it is revealed.
+    shown = cur.status != "open" if lecturer else cur.summary is not None
+    seen_in = [
+        r.number
+        for r in reversed(rounds[:-1])
+        if r.summary is not None and r.shared_place is not None and r.shared_place == cur.shared_place
+    ]
+    entries = [
+        {
+            "player": number,
+            "guess": e.guess_place,
+            **(
+                {"secret": e.secret_place, "error_m": e.error_m, "bayes_error_m": e.bayes_error_m, "rank": e.rank}
+                if shown
+                else {}
+            ),
+        }
+        for e, number in rows
+    ]
+    return HostView(
+        code=game.code,
+        view=list(game.view),
+        rounds=[_round_row(r, lecturer=lecturer) for r in rounds],
+        current=_round_row(cur, lecturer=lecturer)
+        | {
+            "n_entries": len(rows),
+            # Scoring under a claim no live server holds: the host page offers to score the round again.
+            "scoring_stuck": _scoring_stuck(cur, _now()),
+            # The shared place was revealed in this earlier round: the class has seen it.
+            "seen_in_round": seen_in[0] if seen_in else None,
+        },
+        n_players=int(n_players),
+        guesses=[e["guess"] for e in entries if e["guess"] is not None],
+        entries=entries,
+    )
 
 
 #: The rounds table's CSV columns (one row per round).

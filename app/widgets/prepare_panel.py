@@ -19,6 +19,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.model.params import Params, to_query
+from app.widgets import lecturer_sign_in
 
 __all__ = ["panel", "start", "status", "stop", "PREPARE_DIR"]
 
@@ -81,8 +82,12 @@ def stop(ident: str) -> None:
 
 
 def panel(params: Params, page: str) -> None:
-    """The sidebar's *Prepare this view* section (presenter view)."""
+    """The sidebar's *Prepare this view* section (presenter view; the lecturer's, once signed in)."""
     ss = st.session_state
+    if not lecturer_sign_in.signed_in():
+        st.markdown("**Prepare this view**")
+        lecturer_sign_in.form("prepare", "prepare this view for the class")
+        return
     link = link_of(params, page)
     ident = _ident(link)
 

@@ -6,6 +6,7 @@ import time
 
 import pytest
 from apptest_support import clear_caches, make_app, release_resources, run_ok  # noqa: F401
+from conftest import LECTURER_KEY
 
 from app.server import prepare
 from app.server import result_store as rs
@@ -25,9 +26,22 @@ def _wait(ident: str, timeout_s: float = 600.0) -> dict:
     raise AssertionError(f"the preparation did not finish: {prepare_panel.status(ident)}")
 
 
-def test_the_presenter_prepares_the_current_view(db):
+def test_preparing_needs_the_lecturer_key(db):
     at = make_app(present="1", **VIEW)
     run_ok(at)
+    assert not [b for b in at.button if b.label == "Prepare"]  # a student in the presenter view
+    at.text_input(key="prepare_lecturer_key").set_value("a guess").run()
+    assert not [b for b in at.button if b.label == "Prepare"]
+    assert any("not this server's lecturer key" in w.value for w in at.warning)
+    at.text_input(key="prepare_lecturer_key").set_value(LECTURER_KEY).run()
+    assert [b for b in at.button if b.label == "Prepare"]
+    assert not [t for t in at.text_input if t.key == "prepare_lecturer_key"]  # signed in: the form is gone
+
+
+def test_the_presenter_prepares_the_current_view(db):
+    at = make_app(present="1", lecturer=LECTURER_KEY, **VIEW)
+    run_ok(at)
+    assert "lecturer" not in at.query_params  # the key leaves the address at once
     assert [b for b in at.button if b.label == "Prepare"]
     next(b for b in at.button if b.label == "Prepare").click()
     at.run()

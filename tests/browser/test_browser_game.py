@@ -36,6 +36,7 @@ from browser_support import (  # noqa: F401 (fixture: browser)
     _wait_idle,
     browser,
 )
+from conftest import LECTURER_KEY
 from server_support import streamlit_server
 
 pytestmark = pytest.mark.browser
@@ -412,7 +413,7 @@ def test_a_class_round_from_the_lecturer_to_five_phones(game_server, browser):  
     phones: list[Phone] = []
     try:
         # 1. The lecturer starts a round from the presenter view.
-        host.goto(f"{url}/?present=1", wait_until="domcontentloaded")
+        host.goto(f"{url}/?present=1&lecturer={LECTURER_KEY}", wait_until="domcontentloaded")  # signs in once
         host.get_by_role("button", name="Class round").wait_for(timeout=120_000)
         _wait_idle(host, timeout_s=120)
         _no_traceback(host, "the presenter view")
@@ -425,6 +426,7 @@ def test_a_class_round_from_the_lecturer_to_five_phones(game_server, browser):  
         _wait_idle(host, timeout_s=90)
         code = parse_qs(urlsplit(host.url).query)["code"][0]
         assert re.fullmatch(r"[A-Z2-9]{6}", code), host.url
+        assert "key=" not in host.url and "lecturer=" not in host.url  # the projected address holds no key
         assert code in host.inner_text("body")
         assert "every student has their own secret place" in host.inner_text("body")
         timings["start round"] = time.perf_counter() - t_start

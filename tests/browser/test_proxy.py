@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from browser_support import _metric, _wait_idle, browser  # noqa: F401 (fixture and helpers of the browser test)
+from conftest import LECTURER_KEY
 from server_support import ARTIFACTS, ROOT, free_port, start_streamlit, stop, wait_healthy
 
 pytest.importorskip("distributed")
@@ -235,6 +236,7 @@ def _log_requests(path: Path) -> list[dict]:
 
 def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, browser):  # noqa: F811
     from app.game import rounds
+    from app.server import lecturer
     from app.server.db import store
 
     url = proxy["url"]
@@ -276,7 +278,7 @@ def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, b
             contexts[tag], pages[tag] = ctx, page
 
         # 1. Both open the Lesson through the proxy (A as the lecturer, in the presenter view); side by side.
-        pages["A"].goto(f"{url}/?present=1", wait_until="domcontentloaded")
+        pages["A"].goto(f"{url}/?present=1&lecturer={LECTURER_KEY}", wait_until="domcontentloaded")
         pages["B"].goto(url, wait_until="domcontentloaded")
         for tag in ("A", "B"):
             pages[tag].get_by_text("Error at A", exact=True).wait_for(timeout=120_000)
@@ -311,7 +313,9 @@ def test_two_servers_behind_haproxy_with_sticky_sessions(proxy, class_servers, b
         host.get_by_text("Class round 1: where was").wait_for(timeout=90_000)
         _wait_idle(host, timeout_s=90)
         query = parse_qs(urlsplit(host.url).query)
-        code, key = query["code"][0], query["key"][0]
+        code = query["code"][0]
+        assert "key" not in query
+        key = lecturer.round_token(code)  # both servers share the lecturer key (PANDA_LECTURER_KEY)
         assert _metric(host, "Players") == "0"
         _no_exception(host, "the lecturer's screen", errors["A"], failed["A"])
         timings["round opened"] = time.perf_counter() - t
