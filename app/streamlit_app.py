@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app` without the package install
 
 import streamlit as st  # noqa: E402
 
-from app import state  # noqa: E402
+from app import client_address, run_slots, state  # noqa: E402
 from app.figures import style  # noqa: E402
 from app.model import messages  # noqa: E402
 from app.model.params import DEFAULT_PAGE_LOSS, PAGE_LOSS  # noqa: E402
@@ -46,33 +46,46 @@ lecturer_sign_in.consume_link_key()  # ?lecturer=KEY signs this session in and l
 
 state.panda_worker()  # starts the worker process (if not running) while the sidebar loads the network
 
-pages = [
-    st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:", default=True),
-    st.Page("app_pages/explore.py", title="PAnDA", icon=":material/map:", url_path="explore"),
-    st.Page("app_pages/learn.py", title="Learn", icon=":material/menu_book:"),
-    st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
-    st.Page("app_pages/audit.py", title="Audit", icon=":material/fact_check:"),
-]
-# The class round (opened from the Lesson's presenter view and from a join link): not in the menu.
-game_pages = [
-    st.Page("app_pages/host.py", title="Class round", icon=":material/groups:", url_path="host", visibility="hidden"),
-    st.Page("app_pages/play.py", title="Play", icon=":material/touch_app:", url_path="play", visibility="hidden"),
-]
-page = st.navigation(pages + game_pages)
-if any(page is p for p in game_pages):  # their view comes from the class database, not from the sidebar
+
+def serve_page() -> None:
+    """The navigation, the sidebar and the page (the run's slot of its client's address held meanwhile)."""
+    pages = [
+        st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:", default=True),
+        st.Page("app_pages/explore.py", title="PAnDA", icon=":material/map:", url_path="explore"),
+        st.Page("app_pages/learn.py", title="Learn", icon=":material/menu_book:"),
+        st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
+        st.Page("app_pages/audit.py", title="Audit", icon=":material/fact_check:"),
+    ]
+    # The class round (opened from the Lesson's presenter view and from a join link): not in the menu.
+    game_pages = [
+        st.Page(
+            "app_pages/host.py", title="Class round", icon=":material/groups:", url_path="host", visibility="hidden"
+        ),
+        st.Page("app_pages/play.py", title="Play", icon=":material/touch_app:", url_path="play", visibility="hidden"),
+    ]
+    page = st.navigation(pages + game_pages)
+    if any(page is p for p in game_pages):  # their view comes from the class database, not from the sidebar
+        page.run()
+        st.stop()
+
+    # The shown page's default loss (the page by identity: a page run outside a server, say a module
+    # re-imported as __main__ by a process pool, has no title).
+    page_keys = {id(p): key for p, key in zip(pages, ("lesson", "explore", "learn", "compare", "audit"), strict=True)}
+    params = sidebar.render(page_loss=PAGE_LOSS.get(page_keys.get(id(page), ""), DEFAULT_PAGE_LOSS))
+    st.session_state["params"] = params
+    sidebar.write_query(params)
+    if PRESENTING:  # the lecturer prepares the view before the class (python -m panda prepare, in the background)
+        with st.sidebar:
+            prepare_panel.panel(params, page_keys.get(id(page), "lesson"))
+    for problem in st.session_state.pop("query_problems", None) or []:
+        st.toast(messages.plain(f"Link parameter {problem}"), icon=":material/link_off:")  # no markup from a link
+
     page.run()
-    st.stop()
 
-# The shown page's default loss (the page by identity: a page run outside a server, say a module
-# re-imported as __main__ by a process pool, has no title).
-PAGE_KEYS = {id(p): key for p, key in zip(pages, ("lesson", "explore", "learn", "compare", "audit"), strict=True)}
-params = sidebar.render(page_loss=PAGE_LOSS.get(PAGE_KEYS.get(id(page), ""), DEFAULT_PAGE_LOSS))
-st.session_state["params"] = params
-sidebar.write_query(params)
-if PRESENTING:  # the lecturer prepares the view before the class (python -m panda prepare, in the background)
-    with st.sidebar:
-        prepare_panel.panel(params, PAGE_KEYS.get(id(page), "lesson"))
-for problem in st.session_state.pop("query_problems", None) or []:
-    st.toast(messages.plain(f"Link parameter {problem}"), icon=":material/link_off:")  # no markup from a link
 
-page.run()
+_address = client_address.client_address()
+with run_slots.slot(client_address.address_group(_address) if _address else None) as _got_slot:
+    if not _got_slot:  # this address's other pages held every slot for a minute
+        st.warning("Many pages from your address are loading at once, and this one waited too long: reload it.")
+        st.stop()
+    serve_page()

@@ -1,7 +1,7 @@
 """A class at work on one server (issue 29): a busy class, and a class with a few hostile students.
 
     python bench/bench_class.py busy --minutes 5            # 30 students, a move every 3-8 s each
-    python bench/bench_class.py hostile --minutes 3         # 25 students alone, then with a hostile one
+    python bench/bench_class.py hostile --minutes 3         # 25 students alone, then with two hostile ones
 
 Each student is a protocol-level Streamlit session on the Lesson (``bench_load._SoakUser``): a move is a
 rerun of the open session with a new widget value (eps on the 0.5 grid, a fast mechanism, place A), or now
@@ -12,17 +12,17 @@ it must show the Lesson's "Error at A" (a move that does not, fails or is not ap
 Target: p95 ≤ 2 s, nothing lost.
 
 ``hostile``: two phases on two fresh servers of ``--minutes`` each: 25 ordinary students alone (the quiet
-class), then the same 25 (same random moves) with one hostile student at one address, who
+class), then the same 25 (same random moves) with two hostile students, each at an address of their own:
 
-* keeps ``--tabs`` (default 20) tabs busy: each opens Lesson links with the trade-off curve open
+* one keeps ``--tabs`` (default 20) tabs busy: each opens Lesson links with the trade-off curve open
   (``ltab=curve``) and a new seed, one after another, each session left as soon as its run ends (or after
   30 s);
-* uploads hostile OpenStreetMap files in a real Chromium page, one after another (the sidebar's "OSM file
-  (upload)"): a PBF of a few kB holding one way of 3 million node references, a PBF of 2 million nodes and
-  a bz2 of 300,000 ways that are no roads, each refused with a sentence.
+* the other uploads hostile OpenStreetMap files in a real Chromium page, one after another (the sidebar's
+  "OSM file (upload)"): a PBF of a few kB holding one way of 3 million node references, a PBF of 2 million
+  nodes and a bz2 of 300,000 ways that are no roads, each refused with a sentence.
 
 The servers run as behind the class's proxy (``PANDA_TRUSTED_PROXY=1``): every student's handshake carries
-an ``X-Forwarded-For`` address of their own, and the hostile student's tabs and uploads all carry one. The
+an ``X-Forwarded-For`` address of their own (all of the tabs' one address, the uploader's another). The
 server's RSS is sampled every 0.5 s. Reported: the ordinary students' p95 in both phases and their ratio
 (target: within 2x), the links opened and files refused, and the server's RSS: its median in the quiet
 phase and its peak with the hostile student (target: within 200 MB of quiet).
@@ -64,8 +64,9 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
 from area_support import long_way_pbf, many_nodes_pbf, many_ways_pbf  # noqa: E402 (the tests' hostile files)
 
 HOSTILE_RUN_S = 30.0
-#: The hostile student's one address (TEST-NET-2), and the ordinary students' (TEST-NET-3, one each).
+#: The hostile students' addresses (TEST-NET-2: the tabs', the uploader's), and the ordinary students' (TEST-NET-3).
 HOSTILE_ADDRESS = "198.51.100.66"
+UPLOADER_ADDRESS = "198.51.100.67"
 UPLOAD_WAIT_S = 120.0
 
 
@@ -150,7 +151,7 @@ async def _uploader(port: int, end: float, files: list[Path], refused: list[str]
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             context = await browser.new_context(
-                viewport={"width": 1280, "height": 800}, extra_http_headers=_forwarded(HOSTILE_ADDRESS)
+                viewport={"width": 1280, "height": 800}, extra_http_headers=_forwarded(UPLOADER_ADDRESS)
             )
             i = 0
             while time.monotonic() < end:
@@ -246,10 +247,10 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     if args.mode == "hostile":
         quiet, hostile = rows
-        print(f"ordinary students' p95 with the hostile one / alone: {hostile['p95_s'] / quiet['p95_s']:.2f}")
+        print(f"ordinary students' p95 with the hostile ones / alone: {hostile['p95_s'] / quiet['p95_s']:.2f}")
         rise = hostile["server_rss_peak_mb"] - quiet["server_rss_median_mb"]
         print(
-            f"server RSS: quiet median {quiet['server_rss_median_mb']:.0f} MB, peak with the hostile one "
+            f"server RSS: quiet median {quiet['server_rss_median_mb']:.0f} MB, peak with the hostile ones "
             f"{hostile['server_rss_peak_mb']:.0f} MB (+{rise:.0f} MB); files refused: {len(hostile['uploads'])}"
         )
     if args.json:
