@@ -161,7 +161,9 @@ async def _uploader(port: int, end: float, files: list[Path], refused: list[str]
                 try:
                     await page.goto(f"http://127.0.0.1:{port}/", timeout=60_000)
                     await page.get_by_text("OSM file (upload)").click(timeout=60_000)
-                    await page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+                    # The OSM file's uploader (the sidebar has the places file's too).
+                    osm = page.locator('[data-testid="stFileUploader"]', has_text="OpenStreetMap extract")
+                    await osm.locator('input[type="file"]').set_input_files(str(path))
                     alert = page.locator('[data-testid="stSidebar"] [data-testid="stAlert"]').first
                     await alert.wait_for(timeout=UPLOAD_WAIT_S * 1000)
                     refused.append(f"{path.name}: {(await alert.inner_text()).splitlines()[0][:120]}")
