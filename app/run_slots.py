@@ -1,11 +1,13 @@
 """Script runs in progress per client address: one person's many tabs wait for each other, not the class.
 
-Every page run of the dashboard takes a slot of its client's address group (app.client_address) for as long
-as it runs: at most ``PANDA_RUNS_PER_ADDRESS`` (default :data:`DEFAULT_RUNS_PER_ADDRESS`) at once. A run over
-the limit waits for a slot, up to :data:`WAIT_S`, and then says so in a sentence. The server is one Python
-process whose script runs take turns, so twenty tabs reopening heavy links would otherwise take twenty turns
-for every one of an ordinary student's. A client whose address is unknown (on this machine, no proxy
-header) is not limited. A class behind one NAT address shares the limit: raise it for such a network.
+With ``PANDA_RUNS_PER_ADDRESS=N`` (N > 0), every page run of the dashboard takes a slot of its client's address
+group (app.client_address) for as long as it runs: at most N at once. A run over the limit waits for a slot, up
+to :data:`WAIT_S`, and then says so in a sentence. The server is one Python process whose script runs take
+turns, so twenty tabs reopening heavy links would otherwise take twenty turns for every one of an ordinary
+student's. A client whose address is unknown (on this machine, no proxy header) is not limited.
+
+Off by default (:data:`DEFAULT_RUNS_PER_ADDRESS` is 0): a run holds its slot while it waits for its jobs, so a
+few long pages of one address (a lecturer's, or a class behind one NAT address) make its other pages wait.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterator
 __all__ = ["DEFAULT_RUNS_PER_ADDRESS", "RUNS_PER_ADDRESS_ENV", "WAIT_S", "runs_per_address", "slot"]
 
 RUNS_PER_ADDRESS_ENV = "PANDA_RUNS_PER_ADDRESS"
-DEFAULT_RUNS_PER_ADDRESS = 3
+DEFAULT_RUNS_PER_ADDRESS = 0
 #: Seconds a run waits for a slot before it gives up with a sentence.
 WAIT_S = 60.0
 
