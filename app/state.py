@@ -27,6 +27,7 @@ import streamlit as st
 
 import panda
 from app import job_owner
+from app.figures import maps
 from app.model import instances
 from app.model.params import parse_source
 from app.server import result_store
@@ -40,6 +41,7 @@ __all__ = [
     "bbox_network",
     "upload_network",
     "network",
+    "road_segments",
     "instance",
     "panda_worker",
     "panda_result",
@@ -54,7 +56,6 @@ __all__ = [
     "tradeoff_method",
     "repeated_reports",
     "background_errors",
-    "peaked_prior_name",
     "users_numbers",
     "score_round",
 ]
@@ -130,6 +131,18 @@ def network(source: str) -> panda.RoadNetwork:
     if kind == "file":
         return upload_network(str(value))
     return bbox_network(*value)  # type: ignore[misc]
+
+
+def road_segments(source: str) -> tuple[list[dict], int]:
+    """The network's road segments as the maps draw them (:func:`app.figures.maps.road_segments`), shared by
+    every session (a class's phones draw the same roads on every run); no page may change them."""
+    net = network(source)
+    return _road_segments_on(result_store.store_key((source,), net)[0], _net=net)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _road_segments_on(fingerprint: str, _net: panda.RoadNetwork) -> tuple[list[dict], int]:
+    return maps.road_segments(_net)
 
 
 def instance(
@@ -476,19 +489,12 @@ def repeated_reports(instance_key: tuple, mechanisms: tuple, epsilon_per_km: flo
     )
 
 
-def peaked_prior_name(source: str) -> str:
-    """The peaked prior the Lesson's background view compares with uniform: the city's points of interest
-    where they are shipped, else road density."""
-    kind, value = parse_source(source)
-    return "poi" if kind == "city" and str(value) in panda.list_poi_cities() else "road_density"
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
 def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, options: tuple) -> dict | None:
     """The attacker's error on one mechanism's matrix, without and with background knowledge.
 
     People are spread by a peaked prior (the view's own prior when it is not uniform, else
-    :func:`peaked_prior_name`'s); the attacker believes the uniform prior, or knows the peaked one.
+    :func:`app.model.instances.peaked_prior_name`'s); the attacker believes the uniform prior, or knows the peaked one.
     None when the mechanism has no exact matrix.
     """
     matrix = _matrix_or_none(instance_key, name, epsilon_per_km, options)
@@ -496,7 +502,7 @@ def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, opt
         return None
     inst = instance(*instance_key)
     view_prior = instance_key[-1]
-    peaked_name = view_prior if view_prior != "uniform" else peaked_prior_name(instance_key[0])
+    peaked_name = view_prior if view_prior != "uniform" else instances.peaked_prior_name(instance_key[0])
     peaked = (
         inst.prior
         if view_prior != "uniform"
@@ -519,11 +525,6 @@ def background_errors(instance_key: tuple, name: str, epsilon_per_km: float, opt
 
 
 # --- Compare: each method's numbers at the users' records (cached per view and method; shared by sessions) ---
-
-
-def _no_users_numbers() -> dict:
-    nan = float("nan")
-    return {"loss_m": nan, "adversary_error_m": nan, "violation_rate": nan, "epsilon_min_per_km": nan}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -561,7 +562,7 @@ def users_numbers(
         users = inst.users
         rows = mech.matrix[users]
     if users.size == 0:
-        return _no_users_numbers()
+        return dict.fromkeys(("loss_m", "adversary_error_m", "violation_rate", "epsilon_min_per_km"), float("nan"))
     return _run_job(
         jobs.users_numbers_job,
         inst,

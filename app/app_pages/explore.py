@@ -92,7 +92,7 @@ with left:
     )
     with current_view.guarded("The map"):
         pairs = panda_numbers.user_pairs(r, inst) if "violations" in (layers or []) else None
-        segments, n_segments = maps.road_segments(net)
+        segments, n_segments = state.road_segments(params.source)
         deck = maps.build_deck(
             net, inst, r, layers=tuple(layers or ()), selected_user=int(sel), pairs=pairs, segments=segments
         )

@@ -20,7 +20,7 @@ import segno
 import streamlit as st
 
 from app import state
-from app.figures import charts, game_maps, maps, style, tables
+from app.figures import charts, game_maps, style, tables
 from app.figures.palette import MECHANISM_COLORS
 from app.game import rounds
 from app.model import lesson_numbers
@@ -196,7 +196,7 @@ def _live_map() -> None:
     """The map of the class's guesses (only this part of the page reruns while polling)."""
     live = _now()
     revealed = cur.get("n_guesses") is not None
-    segments, _ = maps.road_segments(net)
+    segments, _ = state.road_segments(view[0])
     deck = game_maps.host_deck(
         inst, segments, guesses=live.guesses, entries=live.entries if revealed else None, height_px=MAP_HEIGHT
     )

@@ -14,7 +14,7 @@ import streamlit as st
 
 import panda
 from app import state
-from app.figures import lesson_charts, lesson_maps, maps
+from app.figures import lesson_charts, lesson_maps
 from app.model import export_files, lesson_numbers
 from app.model.messages import plain
 from app.model.page_links import LESSON_TABS
@@ -326,7 +326,7 @@ with left:
         guess = lesson_numbers.bayes_guess(belief, inst.d_km * 1000.0)
     map_inputs: dict | None = None
     with current_view.guarded("The map"):
-        segments, _ = maps.road_segments(net)
+        segments, _ = state.road_segments(params.source)
         density = None
         if mech_key == "laplace" and mode == "reports" and rows.row_a is not None:
             half_km = min(max(6.0 / eps, 0.3), 0.6 * max(inst.d_max_km, 0.5))

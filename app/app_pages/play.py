@@ -13,8 +13,8 @@ import numpy as np
 import streamlit as st
 
 from app import client_address, state
-from app.figures import game_maps, maps
-from app.game import rounds
+from app.figures import game_maps
+from app.game import polled_status, rounds
 from app.model import lesson_numbers
 from app.model.panda_numbers import fmt_m
 from panda import class_round
@@ -166,7 +166,7 @@ else:
     st.info(f"The lecturer closed round {pv.round_number}. Keep this page open for the next round.")
 
 if not pv.waiting:
-    segments, _ = maps.road_segments(net)
+    segments, _ = state.road_segments(pv.view[0])
     deck = game_maps.student_deck(
         inst,
         segments,
@@ -192,7 +192,9 @@ if not pv.waiting:
 def _watch(seen: tuple[int, str]) -> None:
     """Reload the page when the lecturer reveals, closes or starts the next round."""
     try:
-        now = rounds.status(code)
+        # One database read a second for all the server's phones; it is younger than this page's own read of the
+        # round (POLL_S > polled_status.MAX_AGE_S), so a page never reloads on an answer older than itself.
+        now = polled_status.status(code)
     except rounds.GameError:
         return
     if now != seen:

@@ -36,9 +36,11 @@ def _pos(instance: panda.Instance, x: int) -> list[float]:
 
 
 def _places(instance: panda.Instance, *, radius_px: float, pickable: bool) -> pdk.Layer:
+    # The positions in one pass (the instance's lon/lat index the network's arrays on every access).
+    lon, lat = np.round(instance.lon.astype(float), 6).tolist(), np.round(instance.lat.astype(float), 6).tolist()
     return pdk.Layer(
         "ScatterplotLayer",
-        data=[{"p": _pos(instance, x), "x": x, "tooltip": f"Place {x}"} for x in range(instance.n_records)],
+        data=[{"p": [lon[x], lat[x]], "x": x, "tooltip": f"Place {x}"} for x in range(instance.n_records)],
         id=PLACES,
         get_position="p",
         get_fill_color=[70, 130, 180, 110],

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pydeck as pdk
+import pydeck.bindings.deck as pydeck_deck
 from pydeck.bindings.json_tools import default_serialize
 
 import panda
@@ -37,6 +38,11 @@ __all__ = [
     "COLORS",
     "CompactDeck",
 ]
+
+
+# pydeck asks whether Jupyter's widgets are installed on every Deck and on every attribute it sets, each time by a
+# failed import (a search of sys.path): most of a deck's construction. A server has no notebook.
+pydeck_deck.has_jupyter_extra = lambda: False
 
 
 class CompactDeck(pdk.Deck):

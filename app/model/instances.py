@@ -10,7 +10,7 @@ import numpy as np
 import panda
 from app.model.params import parse_source
 
-__all__ = ["network_of", "prior_argument", "build_instance", "mechanism_numbers_of"]
+__all__ = ["network_of", "prior_argument", "build_instance", "mechanism_numbers_of", "peaked_prior_name"]
 
 
 def network_of(source: str) -> panda.RoadNetwork:
@@ -21,6 +21,13 @@ def network_of(source: str) -> panda.RoadNetwork:
     if kind == "file":
         return panda.network.load_upload(str(value))
     return panda.network_from_bbox(*value)  # type: ignore[misc]
+
+
+def peaked_prior_name(source: str) -> str:
+    """The peaked prior the Lesson's background view compares with uniform: the city's points of interest
+    where they are shipped, else road density."""
+    kind, value = parse_source(source)
+    return "poi" if kind == "city" and str(value) in panda.list_poi_cities() else "road_density"
 
 
 def build_instance(
