@@ -31,9 +31,10 @@ from app.figures import maps
 from app.model import instances
 from app.model.params import parse_source
 from app.server import result_store
+from app.server.instance_budget import InstanceBudget
 from panda import jobs
 from panda.execution import HIGH, LOW, Executor, close_executor, default_n_workers, get_executor
-from panda.instance import check_instance_arguments
+from panda.instance import check_instance_arguments, instance_footprint
 
 __all__ = [
     "MAX_LOWER_BOUND_ROWS",
@@ -62,9 +63,7 @@ __all__ = [
 
 #: Cached entries per function (each holds one result; a few MB at most).
 MAX_ENTRIES = 16
-#: Instances kept, shared by every session. One holds its K x M loss table and, once a page asks for it (the
-#: attacker's guess, the class round's scores), its K x K distance table: about 0.25 GB at the controls' largest
-#: K and M, so this many bound the server's instances to about 2 GB, and a class's few views stay cached.
+#: Instances kept, shared by every session (a class's few views); their bytes are bounded too (instance_budget).
 MAX_INSTANCES = 8
 #: Largest Relaxed AnPO the dashboard solves (LP constraint rows = kept ordered pairs x outputs).
 #: Beyond this HiGHS needs longer than its time limit just to load the model.
@@ -169,8 +168,15 @@ def instance(
     are not flagged read-only: the flag would travel to the worker, whose compiled code refuses such buffers.)
     """
     net = network(source)
-    fingerprint = result_store.store_key((source,), net)[0]
-    return _instance_on(fingerprint, n_records, n_users, n_outputs, seed, loss, n_tasks, prior, _net=net)
+    key = (result_store.store_key((source,), net)[0], n_records, n_users, n_outputs, seed, loss, n_tasks, prior)
+    inst = _instance_on(*key, _net=net)
+    nbytes = instance_footprint(net.n_nodes, inst.n_records, inst.n_outputs, loss=loss, n_tasks=inst.tasks.size)
+    for old in _INSTANCE_BYTES.use(key, nbytes):  # the kept instances' bytes bounded, not only their number
+        _instance_on.clear(*old, _net=None)
+    return inst
+
+
+_INSTANCE_BYTES = InstanceBudget(max_entries=MAX_INSTANCES)
 
 
 @st.cache_resource(max_entries=MAX_INSTANCES, show_spinner=False)
@@ -204,13 +210,10 @@ def panda_result(
     return _run_job(jobs.run_panda_job, inst, items, seed, timeout_s=JOB_TIMEOUT_S, priority=HIGH, progress=_progress)
 
 
-def _lower_bound_items(items: tuple) -> tuple:
-    return tuple((k, _NOT_IN_LOWER_BOUND.get(k, v)) for k, v in items)
-
-
 def lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: float) -> dict:
     """The Relaxed AnPO lower bound of a view (cached independently of delta and Gamma)."""
-    return _lower_bound(instance_key, _lower_bound_items(items), seed, float(time_limit_s))
+    items = tuple((k, _NOT_IN_LOWER_BOUND.get(k, v)) for k, v in items)
+    return _lower_bound(instance_key, items, seed, float(time_limit_s))
 
 
 @st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
@@ -221,15 +224,13 @@ def _lower_bound(instance_key: tuple, items: tuple, seed: int, time_limit_s: flo
     out: dict[str, Any] = {"status": "not computed", "objective_m": float("nan"), "time_s": 0.0, "rows": 0}
     union = res.anchor_union
     if union.size == 0:
-        out["status"] = "no anchors"
-        return out
+        return out | {"status": "no anchors"}
     b = config.epsilon_per_km * res.pair_d_km
     implied = b >= -np.log(config.lp_floor) if config.lp_floor > 0 else np.zeros(b.size, dtype=bool)
     rows = int(2 * (~implied).sum() * inst.n_outputs)
     out["rows"] = rows
     if rows > MAX_LOWER_BOUND_ROWS:
-        out["status"] = "too large"
-        return out
+        return out | {"status": "too large"}
     weights = inst.prior[union] / inst.prior[union].sum()
     cost = weights[:, None] * inst.cost_m[union]
     # On a worker, like every heavy job (the executor's time limit leaves HiGHS its own limit first).
@@ -256,8 +257,8 @@ def delta_sweep(instance_key: tuple, items: tuple, seed: int, deltas: tuple) -> 
     return _run_job(jobs.delta_sweep_job, inst, items, seed, tuple(deltas), timeout_s=JOB_TIMEOUT_S, priority=LOW)
 
 
-#: An optimal LP with at most this time limit (seconds) is an interactive job, like the other mechanisms: the
-#: Lesson's first certified mechanism, which a student waits for. A longer one is a long job (the long worker).
+#: An optimal LP with at most this time limit (s) is an interactive job (the Lesson's first certified mechanism,
+#: which a student waits for), like the other mechanisms. A longer one is a long job (the long worker).
 INTERACTIVE_LP_S = 5.0
 
 
@@ -277,8 +278,7 @@ def baseline(
     the Lesson shows of a new mechanism costs one trip through the class's queue, not two).
 
     The optimal LP ("lp") is a long job (low priority) unless its time limit is at most :data:`INTERACTIVE_LP_S`;
-    the other mechanisms are interactive. A mechanism
-    in the result store (app/server/result_store.py) is read from there; one built here is kept there.
+    the other mechanisms are interactive. One in the result store (app/server/result_store.py) is read from there.
     ``_progress`` (not part of the cache key) gets the job's messages, "busy: N ahead of you" included.
     """
     key = _store_key(instance_key)
@@ -346,6 +346,7 @@ def clear_all() -> None:
     """Drop every cached value (tests)."""
     st.cache_data.clear()
     st.cache_resource.clear()
+    _INSTANCE_BYTES.clear()
 
 
 # --- Lesson: one mechanism's numbers at one eps (cached per instance, mechanism, eps; shared by sessions) ---

@@ -71,3 +71,41 @@ def test_the_instance_is_built_on_a_worker_and_kept_once_for_every_session(monke
         assert np.array_equal(getattr(inst, name), getattr(expected, name)), name
     assert inst.network is net
     assert state.instance(*view) is inst
+
+
+def test_the_kept_instances_are_bounded_by_their_bytes(monkeypatch):
+    """With a budget that holds one small view, a second view drops the first from the server's cache (the next
+    call builds it again: a new object), while the view in use is kept whatever its size."""
+    from app import state
+    from app.model.params import Params
+    from app.server.instance_budget import InstanceBudget
+
+    def view(seed: int) -> tuple:
+        return Params(n_records=200, n_users=12, n_outputs=50, seed=seed, page_loss="road").instance_key
+
+    net = state.network(view(0)[0])
+    one = panda.instance.instance_footprint(net.n_nodes, 200, 50, loss="road")
+    monkeypatch.setattr(state, "_INSTANCE_BYTES", InstanceBudget(int(1.5 * one), max_entries=state.MAX_INSTANCES))
+    first = state.instance(*view(1))
+    assert state.instance(*view(1)) is first and state._INSTANCE_BYTES.total_bytes == one
+    second = state.instance(*view(2))
+    assert state._INSTANCE_BYTES.total_bytes == one  # the first was dropped to keep the second
+    assert state.instance(*view(2)) is second
+    again = state.instance(*view(1))
+    assert again is not first and np.array_equal(again.cost_m, first.cost_m)  # built again, the same numbers
+
+    monkeypatch.setattr(state, "_INSTANCE_BYTES", InstanceBudget(one // 2, max_entries=state.MAX_INSTANCES))
+    alone = state.instance(*view(3))  # larger than the whole budget: kept while in use
+    assert state.instance(*view(3)) is alone
+
+
+def test_the_budget_ledger_drops_the_least_recently_used_first():
+    from app.server.instance_budget import InstanceBudget
+
+    budget = InstanceBudget(100, max_entries=3)
+    assert budget.use("a", 40) == [] and budget.use("b", 40) == []
+    assert budget.use("a", 40) == []  # a used again: b is now the oldest
+    assert budget.use("c", 40) == ["b"] and budget.keys() == ["a", "c"]
+    assert budget.use("d", 10) == [] and budget.use("e", 10) == []  # over max_entries: a forgotten, not named
+    assert budget.keys() == ["c", "d", "e"] and budget.total_bytes == 60
+    assert budget.use("huge", 1000) == ["d", "e"] and budget.keys() == ["huge"]  # c beyond max_entries: forgotten
