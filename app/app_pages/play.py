@@ -15,7 +15,7 @@ import streamlit as st
 from app import client_address, state
 from app.figures import game_maps
 from app.game import polled_status, rounds
-from app.model import lesson_numbers
+from app.model import landmarks, lesson_numbers
 from app.model.panda_numbers import fmt_m
 from panda import class_round
 
@@ -119,7 +119,7 @@ def _tapped() -> None:
     if pv.guess is not None:
         ss.play_msg = ("ok", f"Already saved: your guess is place {pv.guess}. Tap another place to change it.")
     else:
-        ss.play_msg = ("no", "That is off the map: tap one of the places (the small dots on the roads).")
+        ss.play_msg = ("no", "That is off the map: tap inside the map, near the place you choose.")
 
 
 if pv.waiting:
@@ -130,7 +130,8 @@ if pv.waiting:
 elif pv.secret is None and pv.status == "open":
     st.markdown(
         f"The white dot{'s are' if k > 1 else ' is'} what a phone reported. **Tap the place where you think "
-        f"{'they were' if k > 1 else 'it was'} made.** You can change your guess until the lecturer reveals."
+        f"{'they were' if k > 1 else 'it was'} made**: anywhere on the map, the nearest place (blue dot) is your "
+        "guess. You can change it until the lecturer reveals."
     )
     kind, text = ss.get("play_msg") or ("", "")
     if kind == "ok":
@@ -174,6 +175,7 @@ if not pv.waiting:
         guess=pv.guess,
         secret=pv.secret,
         bayes_place=pv.bayes_place,
+        landmarks=landmarks.landmarks(pv.view[0], inst.lon, inst.lat),
         height_px=MAP_HEIGHT,
     )
     open_round = pv.status == "open" and pv.secret is None

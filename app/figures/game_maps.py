@@ -8,16 +8,20 @@ students), and after the reveal the true place(s) and a line from each guess to 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pydeck as pdk
+import shapely
 
 import panda
 from app.figures.lesson_maps import A_COLOR, B_COLOR, GUESS_COLOR, CompactDeck
-from app.figures.maps import TOOLTIP_STYLE, fit_view, roads_layer
+from app.figures.maps import TOOLTIP_STYLE, SharedRows, fit_view, roads_layer
+from app.model.landmarks import Landmark
 
-__all__ = ["student_deck", "student_legend", "host_deck", "PLACES", "STUDENT_MARKERS"]
+__all__ = ["student_deck", "student_legend", "host_deck", "tap_cells", "PLACES", "STUDENT_MARKERS"]
 
 PLACES = "places"
 REPORT_FILL = [255, 255, 255, 255]
@@ -26,7 +30,7 @@ RIM = [20, 20, 20, 255]
 #: markers on one place nest as rings (the truth's orange around the Bayes attacker's blue around the white
 #: report around the black guess): each ring at least 2.5 px wide even when all four are on the same place.
 STUDENT_MARKERS = {
-    "open": {"report": (10.0, 2.0), "guess": (6.5, 1.0)},
+    "open": {"report": (12.0, 2.0), "guess": (8.5, 1.5)},
     "revealed": {"truth": (16.0, 1.0), "bayes": (12.0, 1.0), "report": (8.0, 2.0), "guess": (4.0, 1.0)},
 }
 
@@ -35,20 +39,72 @@ def _pos(instance: panda.Instance, x: int) -> list[float]:
     return [round(float(instance.lon[x]), 6), round(float(instance.lat[x]), 6)]
 
 
-def _places(instance: panda.Instance, *, radius_px: float, pickable: bool) -> pdk.Layer:
-    # The positions in one pass (the instance's lon/lat index the network's arrays on every access).
+def _kept(instance: panda.Instance, name: str, build: Callable[[panda.Instance], list[dict]]) -> SharedRows:
+    """Rows every map of this instance draws alike, built once and kept with the instance (the server's cached
+    instance is shared by every session; its ``_cache`` goes with it and is dropped when it is pickled)."""
+    cache = instance._cache  # noqa: SLF001 (the instance's own memo, as its distance tables use it)
+    if name not in cache:
+        cache[name] = SharedRows(build(instance))
+    return cache[name]
+
+
+def _place_rows(instance: panda.Instance) -> list[dict]:
     lon, lat = np.round(instance.lon.astype(float), 6).tolist(), np.round(instance.lat.astype(float), 6).tolist()
-    return pdk.Layer(
+    return [{"p": [lon[x], lat[x]]} for x in range(instance.n_records)]  # drawn only: the cells take the taps
+
+
+def tap_cells(lon: np.ndarray, lat: np.ndarray, *, margin: float = 0.6) -> list[list[list[float]]]:
+    """Each place's cell: the part of the map nearer to it than to any other place (its Voronoi cell, on a local
+    plane: longitudes scaled by the cosine of the mean latitude), within the places' box widened by ``margin``
+    of its size on every side. A tap anywhere in a cell is a tap on its place. Open rings of ``[lon, lat]`` (deck.gl
+    closes them), to 5 decimals (about a metre)."""
+    lon, lat = np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
+    kx = max(math.cos(math.radians(float(lat.mean()))), 0.05)
+    x, y = lon * kx, lat
+    points = shapely.points(x, y)
+    dx, dy = max(np.ptp(x), 1e-4) * margin, max(np.ptp(y), 1e-4) * margin
+    box = shapely.box(x.min() - dx, y.min() - dy, x.max() + dx, y.max() + dy)
+    cells = shapely.get_parts(shapely.voronoi_polygons(shapely.multipoints(points), extend_to=box, ordered=True))
+    rings = []
+    for cell in shapely.intersection(cells, box):
+        ring = np.asarray(cell.exterior.coords)[:-1]
+        rings.append(np.round(np.c_[ring[:, 0] / kx, ring[:, 1]], 5).tolist())
+    return rings
+
+
+def _cell_rows(instance: panda.Instance) -> list[dict]:
+    rings = tap_cells(instance.lon, instance.lat)
+    return [{"polygon": ring, "x": x, "tooltip": f"Place {x}"} for x, ring in enumerate(rings)]
+
+
+def _places(instance: panda.Instance, *, radius_px: float, pickable: bool) -> list[pdk.Layer]:
+    """The places as dots; while ``pickable``, under an invisible layer of their cells (id :data:`PLACES`) that
+    takes every tap on the map for the nearest place (a dot of a few pixels is hard to hit with a finger)."""
+    dots = pdk.Layer(
         "ScatterplotLayer",
-        data=[{"p": [lon[x], lat[x]], "x": x, "tooltip": f"Place {x}"} for x in range(instance.n_records)],
-        id=PLACES,
+        data=_kept(instance, "map_places", _place_rows),
+        id="place_dots",
         get_position="p",
         get_fill_color=[70, 130, 180, 110],
         get_radius=radius_px,
         radius_units="'pixels'",
-        pickable=pickable,
-        auto_highlight=pickable,
+        pickable=False,
     )
+    if not pickable:
+        return [dots]
+    cells = pdk.Layer(
+        "PolygonLayer",
+        data=_kept(instance, "map_tap_cells", _cell_rows),
+        id=PLACES,
+        get_polygon="polygon",
+        # Nearly transparent, not invisible: deck.gl does not pick what it does not draw.
+        get_fill_color=[255, 255, 255, 1],
+        stroked=False,
+        pickable=True,
+        auto_highlight=True,
+        highlight_color=[70, 130, 180, 40],
+    )
+    return [cells, dots]
 
 
 def _markers(
@@ -88,13 +144,15 @@ def student_deck(
     guess: int | None = None,
     secret: int | None = None,
     bayes_place: int | None = None,
+    landmarks: Sequence[Landmark] = (),
     width_px: int = 380,
     height_px: int = 420,
 ) -> pdk.Deck:
-    """A student's map: tap a place to guess; after the reveal, the truth and the Bayes attacker's guess."""
+    """A student's map: tap a place to guess; after the reveal, the truth and the Bayes attacker's guess.
+    ``landmarks`` (:func:`app.model.landmarks.landmarks`) are drawn as labelled squares."""
     outputs = np.asarray(instance.outputs)
     revealed = secret is not None
-    layers = [roads_layer(segments), _places(instance, radius_px=4.5 if not revealed else 2.5, pickable=not revealed)]
+    layers = [roads_layer(segments), *_places(instance, radius_px=4.5 if not revealed else 2.5, pickable=not revealed)]
     sizes = STUDENT_MARKERS["revealed" if revealed else "open"]
 
     def mark(kind: str, x: int, fill: list[int], line: list[int], tooltip: str) -> dict:
@@ -110,10 +168,48 @@ def student_deck(
         marks.append(mark("truth", secret, A_COLOR, REPORT_FILL, "Where it was made"))
         if guess is not None:
             layers.append(_line([(guess, secret)], instance))
+    layers += _landmark_layers(landmarks)
     marks.sort(key=lambda m: -m["r"])  # deck.gl draws later data on top: the smaller markers last
     # Not pickable while the round is open: a tap on the guess or a report reaches the place under it.
     layers.append(_markers(marks, "marks", radius_px="r", line_px="w", pickable=revealed))
     return _deck(layers, instance, width_px, height_px)
+
+
+def _landmark_layers(landmarks: Sequence[Landmark]) -> list[pdk.Layer]:
+    if not landmarks:
+        return []
+    # Labels run away from the map's middle (one near the right edge would be cut off).
+    mid = (min(m.lon for m in landmarks) + max(m.lon for m in landmarks)) / 2
+    rows = [
+        {"p": [round(m.lon, 6), round(m.lat, 6)], "label": m.label, "a": "start" if m.lon <= mid else "end"}
+        for m in landmarks
+    ]
+    square = pdk.Layer(
+        "ScatterplotLayer",
+        data=rows,
+        id="landmark_marks",
+        get_position="p",
+        get_fill_color=[90, 90, 90, 220],
+        get_radius=3.5,
+        radius_units="'pixels'",
+        pickable=False,
+    )
+    text = pdk.Layer(
+        "TextLayer",
+        data=rows,
+        id="landmarks",
+        get_position="p",
+        get_text="label",
+        get_size=13,
+        get_color=[40, 40, 40, 255],
+        get_text_anchor="a",
+        get_alignment_baseline="'center'",
+        font_family="'sans-serif'",
+        background=True,
+        get_background_color=[255, 255, 255, 210],
+        pickable=False,
+    )
+    return [square, text]
 
 
 def student_legend(n_reports: int, *, guess: int | None, secret: int | None, bayes_place: int | None) -> str:
@@ -153,7 +249,7 @@ def host_deck(
     height_px: int = 520,
 ) -> pdk.Deck:
     """The lecturer's map: guesses as they arrive; after the reveal (``entries`` with secrets) the truth."""
-    layers = [roads_layer(segments), _places(instance, radius_px=2.5, pickable=False)]
+    layers = [roads_layer(segments), *_places(instance, radius_px=2.5, pickable=False)]
     counts = Counter(int(g) for g in guesses)
     marks = [
         {

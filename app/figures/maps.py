@@ -37,6 +37,7 @@ __all__ = [
     "build_deck",
     "COLORS",
     "CompactDeck",
+    "SharedRows",
 ]
 
 
@@ -45,13 +46,46 @@ __all__ = [
 pydeck_deck.has_jupyter_extra = lambda: False
 
 
+class SharedRows(list):
+    """A layer's data that many decks draw unchanged (the roads, the places, their tap cells), kept with its JSON.
+
+    A page run builds a new deck, but the large layers are the same objects from the server's caches: their JSON
+    is made once (:meth:`json`) and spliced into every deck's (:class:`CompactDeck`). No one may change the rows.
+    """
+
+    _json: str | None = None
+
+    def json(self) -> str:
+        """The rows as JSON (as :class:`CompactDeck` writes them), made on first use."""
+        if self._json is None:
+            self._json = json.dumps(list(self), sort_keys=True, default=default_serialize, separators=(",", ":"))
+        return self._json
+
+
 class CompactDeck(pdk.Deck):
-    """A deck whose JSON has no indentation (pydeck indents it, which multiplies the bytes sent on every rerun)."""
+    """A deck whose JSON has no indentation (pydeck indents it, which multiplies the bytes sent on every rerun),
+    with the JSON of its :class:`SharedRows` layers made once, not on every run."""
 
     def to_json(self) -> str:  # noqa: D102 (pdk.Deck.to_json)
-        # pydeck's own serializer in one pass, without its indent (an indent forces json's pure-Python
-        # encoder, and a dumps(loads(...)) round trip would serialise the deck twice more).
-        return json.dumps(self, sort_keys=True, default=default_serialize, separators=(",", ":"))
+        shared: dict[str, SharedRows] = {}
+        for layer in self.layers:
+            rows = getattr(layer, "_data", None)
+            if isinstance(rows, SharedRows):
+                token = f"@@shared-rows-{len(shared)}@@"
+                shared[token] = rows
+                layer._data = token  # noqa: SLF001 (pydeck keeps a layer's rows there; restored below)
+        try:
+            # pydeck's own serializer in one pass, without its indent (an indent forces json's pure-Python
+            # encoder, and a dumps(loads(...)) round trip would serialise the deck twice more).
+            text = json.dumps(self, sort_keys=True, default=default_serialize, separators=(",", ":"))
+        finally:
+            for layer in self.layers:
+                token = getattr(layer, "_data", None)
+                if isinstance(token, str) and token in shared:
+                    layer._data = shared[token]  # noqa: SLF001
+        for token, rows in shared.items():
+            text = text.replace(json.dumps(token), rows.json(), 1)
+        return text
 
 
 #: Layer id -> label of the layer toggle.
@@ -109,7 +143,7 @@ def road_segments(net: panda.RoadNetwork, *, max_segments: int = MAX_SEGMENTS) -
         pairs = pairs[np.linspace(0, total - 1, max_segments).astype(np.int64)]
     lon = np.round(np.asarray(net.lon, dtype=float), 6)
     lat = np.round(np.asarray(net.lat, dtype=float), 6)
-    segs = [{"s": [lon[i], lat[i]], "t": [lon[j], lat[j]]} for i, j in pairs.tolist()]
+    segs = SharedRows({"s": [lon[i], lat[i]], "t": [lon[j], lat[j]]} for i, j in pairs.tolist())
     return segs, total
 
 

@@ -436,7 +436,7 @@ def guess(code: object, token: object, place: object, *, url: str | None = None)
             raise GameError(f"The lecturer closed round {rnd.number}: guesses are closed.")
         n_places = int(game.view[1])
         if isinstance(place, bool) or not isinstance(place, int) or not (0 <= place < n_places):
-            raise GameError("That is off the map: tap one of the places (the small dots on the roads).")
+            raise GameError("That is off the map: tap inside the map, near the place you choose.")
         entry = s.scalars(select(Entry).where(Entry.round_id == rnd.id, Entry.player_id == player.id)).one_or_none()
         if entry is None:
             raise GameError("Your report for this round is not loaded yet: reload the page.")

@@ -633,3 +633,56 @@ def test_a_new_round_takes_a_tap_on_last_rounds_place(game_server, browser):  # 
         from app.server.db import store
 
         store.dispose(db_url)
+
+
+def test_taps_at_random_points_of_a_phone_are_saved_guesses_of_the_nearest_place(game_server, browser):  # noqa: F811
+    """Issue 39 item 4: twelve taps at random points of the map on a 390x844 phone, anywhere (not aimed at a dot):
+    every tap is a saved guess, of the place nearest to it on the screen (within 3 px of the nearest: the cells
+    are computed on a local plane, the screen is web-mercator), shown on the page and stored in the database."""
+    from app.game import rounds
+    from app.server.db import store
+
+    url, db_url = game_server
+    view = ["city:neubrandenburg", 500, 20, 100, 0, "road", 1, "uniform"]
+    code, _ = rounds.open_game(view, rounds.RoundSpec("laplace", 5.0), url=db_url)
+    store.dispose(db_url)
+    inst = _instance(view)
+    rng = np.random.default_rng(7)
+    phone = Phone(browser, url, code, 0)
+    try:
+        _join(phone)
+        _wait_round(phone, 1)
+        page = phone.page
+        saved = 0
+        while saved < 12:
+            _wait_idle(page)
+            box = _canvas_box(page)  # the message above the map moves it down after the first tap
+            pts = np.array([_place_px(inst, box, x) for x in range(inst.n_records)])
+            tap = (box["x"] + rng.uniform(8, box["width"] - 8), box["y"] + rng.uniform(8, box["height"] - 8))
+            d = np.hypot(pts[:, 0] - tap[0], pts[:, 1] - tap[1])
+            nearest = int(np.argmin(d))
+            if nearest == phone.guess or np.sort(d)[1] - d[nearest] < 3.0:
+                continue  # a tap on one's own guess deselects it; one on a cell's edge could go either way
+            page.touchscreen.tap(*tap)
+            deadline = time.monotonic() + 30
+            while True:
+                texts = [t for t in _alerts(page) if MESSAGE.search(t) and t != phone.message]
+                if texts:
+                    break
+                if time.monotonic() > deadline:
+                    page.screenshot(path=str(ARTIFACTS / "game-random-tap-lost.png"))
+                    raise AssertionError(f"no message after a tap at {tap} (nearest place {nearest}): {_alerts(page)}")
+                page.wait_for_timeout(150)
+            m = MESSAGE.search(texts[0])
+            assert m.group(1) in ("Guess saved", "Guess changed"), f"a tap at {tap}: {texts[0]!r}"
+            said = int(m.group(2))
+            assert d[said] <= d[nearest] + 3.0, f"a tap at {tap} chose place {said}, {d[said]:.1f} px away"
+            _wait_idle(page)
+            assert _db_round(db_url, code)["entries"][1]["guess"] == said
+            phone.message, phone.guess, saved = texts[0], said, saved + 1
+        page.screenshot(path=str(ARTIFACTS / "game-random-taps.png"))
+        _no_traceback(page, "the phone after twelve random taps")
+        phone.check_clean()
+    finally:
+        phone.context.close()
+        store.dispose(db_url)
