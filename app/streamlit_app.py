@@ -71,7 +71,8 @@ def serve_page() -> None:
     # The shown page's default loss (the page by identity: a page run outside a server, say a module
     # re-imported as __main__ by a process pool, has no title).
     page_keys = {id(p): key for p, key in zip(pages, ("lesson", "explore", "learn", "compare", "audit"), strict=True)}
-    params = sidebar.render(page_loss=PAGE_LOSS.get(page_keys.get(id(page), ""), DEFAULT_PAGE_LOSS))
+    shown = page_keys.get(id(page), "")
+    params = sidebar.render(page_loss=PAGE_LOSS.get(shown, DEFAULT_PAGE_LOSS), fold_expert=shown == "lesson")
     st.session_state["params"] = params
     sidebar.write_query(params)
     if PRESENTING:  # the lecturer prepares the view before the class (python -m panda prepare, in the background)

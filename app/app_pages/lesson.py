@@ -19,7 +19,7 @@ from app.model import export_files, lesson_numbers
 from app.model.messages import plain
 from app.model.page_links import LESSON_TABS
 from app.model.panda_numbers import fmt_m, fmt_pct
-from app.model.params import RANGES, to_config
+from app.model.params import to_config
 from app.server import lecturer
 from app.widgets import current_view, export_menu, lecturer_sign_in, lesson_tabs, mechanism_rows
 from panda.repeated import posterior_after
@@ -124,13 +124,14 @@ with right:
         format_func=lambda k: lesson_numbers.MECHANISMS[k][0],
         help="\n".join(f"- **{label}**: {text}" for label, text in lesson_numbers.MECHANISMS.values()),
     )
-    eps = c2.slider(
+    eps = c2.select_slider(
         "ε (1/km)",
-        *RANGES["epsilon_per_km"],
-        step=0.5,
+        lesson_numbers.epsilon_options(ss.lesson_epsilon_per_km),
         key="lesson_epsilon_per_km",
+        format_func=lambda e: f"{e:g}",
         on_change=_eps_changed,
-        help="The privacy budget, the same as the sidebar's. Smaller ε: reports spread further, places blur together.",
+        help="The privacy budget, the same as the sidebar's, on a log scale. Smaller ε: reports spread further, "
+        "places blur together.",
     )
     place_label = lambda x: f"Place {x}"  # noqa: E731 (stable labels: the pinned streamlit keys a selectbox by label)
     c3, c4 = st.columns(2)
@@ -155,6 +156,10 @@ with right:
     eps = float(eps)
     a, b = int(ss.lesson_a), int(ss.lesson_b)
     d_ab_km = float(inst.distances_km_pairs(np.array([a]), np.array([b]))[0])
+    st.markdown(
+        f"**ε = {eps:g}/km ≈ {fmt_m(lesson_numbers.doubling_distance_m(eps))}**: places closer than that look alike "
+        "to an attacker: any report is at most twice as likely from one of them as from the other."
+    )
     st.caption(
         f"**ε = {eps:g}/km means:** a report may be at most {lesson_numbers.times(eps * 0.2)} likelier from one "
         f"place than from another 200 m away ({lesson_numbers.times(eps)} at 1 km). "

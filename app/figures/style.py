@@ -29,12 +29,14 @@ h4 { padding-top: 0.1rem; }
 """
 #: WCAG AA contrast (4.5:1 for small text, found by axe-core, tests/browser/test_browser_a11y.py): Streamlit's
 #: captions are the text colour at opacity 0.6, #828180 on white (3.9:1); ours are opaque #5e5d5c
-#: (6.5:1 on white, 5.9:1 on the sidebar's grey); a selected segmented-control
-#: option is #c53948 on its 10 % tint (4.47:1), it becomes #a32a38 (6.2:1).
+#: (6.5:1 on white, 5.9:1 on the sidebar's grey); a selected segmented-control option or pill
+#: is #c53948 on its 10 % tint (4.47:1), it becomes #a32a38 (6.2:1).
 _CONTRAST = """
 [data-testid="stCaptionContainer"] { color: #5e5d5c; opacity: 1; }
 button[data-variant="segmented_control"][aria-checked="true"],
-button[data-variant="segmented_control"][aria-checked="true"] p { color: #a32a38; }
+button[data-variant="segmented_control"][aria-checked="true"] p,
+button[data-variant="pills"][data-selected="true"],
+button[data-variant="pills"][data-selected="true"] p { color: #a32a38; }
 """
 #: Presenter view: larger type (streamlit sizes everything in rem), even less padding.
 _PRESENT = """

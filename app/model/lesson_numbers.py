@@ -69,6 +69,20 @@ BASELINE_KEYS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp")
 PANDA_KEYS = {"panda-e": "exponential", "panda-p": "power", "panda-l": "logistic"}
 
 
+#: The Lesson's ε scale (1/km): even steps of a log scale a class can read, from 0.5 to 50 (the controls' range).
+EPSILON_STEPS = (0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.5, 10.0, 12.5, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0)
+
+
+def epsilon_options(current: float) -> list[float]:
+    """The ε scale, with ``current`` (a link's or the sidebar's value between two steps) kept in its place."""
+    return sorted({*EPSILON_STEPS, float(current)})
+
+
+def doubling_distance_m(epsilon_per_km: float) -> float:
+    """ε read in metres: two places closer than this may be told apart by at most a factor 2 (ln 2 / ε)."""
+    return 1000.0 * math.log(2.0) / float(epsilon_per_km)
+
+
 def times(log_ratio: float) -> str:
     """A log-ratio (nats) as a likelihood factor a student reads: 'x2.7', 'x1,200', 'x∞'."""
     if not math.isfinite(log_ratio):

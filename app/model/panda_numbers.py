@@ -24,6 +24,7 @@ __all__ = [
     "fmt_pct",
     "fmt_pct_range",
     "fmt_s",
+    "verdict",
 ]
 
 
@@ -202,3 +203,35 @@ def mechanism_at_users(rows: np.ndarray, cost_rows: np.ndarray, guess_distance_m
 def _adversary_error_m(matrix: np.ndarray, prior: np.ndarray, distance_m: np.ndarray) -> float:
     joint = prior[:, None] * matrix
     return float((distance_m.T @ joint).min(axis=0).sum())
+
+
+def verdict(r: panda.PandaResult) -> str:
+    """The PAnDA page's first sentence: does this view keep its ε-mDP promise between users, and at what error?
+
+    Every number in it is the run's own (the user-pair violation rate, counted exactly with Phase I's anchor
+    upload, and the expected error at the users who can report).
+    """
+    n_ok = int((r.surrogates >= 0).sum())
+    n_pairs = n_ok * (n_ok - 1) // 2
+    rate = float(r.user_pair_violation_rate)
+    eps = f"ε = {r.config.epsilon_per_km:g}/km"
+    if n_pairs == 0 or not np.isfinite(rate):
+        head = f"**Verdict on this view:** fewer than two users can report, so {eps} between users cannot be checked"
+    elif rate > 0:
+        share = "every one" if rate >= 1 else fmt_pct(rate)
+        head = (
+            f"**Verdict on this view: PAnDA breaks its promise of {eps} for {share} of the {n_pairs:,} user pairs** "
+            "(counted exactly, with what the anchor upload of Phase I reveals)"
+        )
+    else:
+        head = (
+            f"**Verdict on this view: PAnDA keeps its promise of {eps} for all {n_pairs:,} user pairs** "
+            "(counted exactly, with what the anchor upload of Phase I reveals)"
+        )
+    loss = f", at an expected error of {fmt_m(r.loss_expected_m)} at the users who can report" if n_ok else ""
+    blind = (
+        " Every anchor got the same output distribution: a report says nothing about where its user is."
+        if r.lp_info.get("row_groups") == 1 and r.anchor_union.size > 1
+        else ""
+    )
+    return f"{head}{loss}.{blind}"

@@ -227,8 +227,11 @@ def _prior_controls(net: panda.RoadNetwork) -> None:
         st.caption(ss.places_note)
 
 
-def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
-    """Draw the sidebar and return the current view (``page_loss``: the shown page's default loss)."""
+def render(*, page_loss: str = DEFAULT_PAGE_LOSS, fold_expert: bool = False) -> Params:
+    """Draw the sidebar and return the current view (``page_loss``: the shown page's default loss).
+
+    ``fold_expert``: PAnDA's parameters and the lower bound's go under a closed "Expert settings" (the Lesson:
+    a class sets the city, the places and the loss; PAnDA's parameters belong to the PAnDA page)."""
     _init_state()
     with st.sidebar:
         st.toggle(
@@ -239,8 +242,9 @@ def render(*, page_loss: str = DEFAULT_PAGE_LOSS) -> Params:
         net = network_controls.render()
         st.caption(f"{net.n_nodes:,} nodes, {net.n_edges:,} road segments. {panda.OSM_ATTRIBUTION}")
         _instance_controls(net, page_loss)
-        _panda_controls()
-        _lower_bound_controls()
+        with st.expander("Expert settings: PAnDA's parameters") if fold_expert else st.container():
+            _panda_controls()
+            _lower_bound_controls()
     network_controls.show_link_notice()
     if area_picker.show_pending_box():  # the link's box was just downloaded: draw the page with it
         st.rerun()

@@ -234,7 +234,7 @@ def test_epsilon_spreads_the_reports_and_follows_the_sidebar():
     at.session_state["lesson_mech"] = "em"
     run_ok(at)
     tight = float(metric(at, "Error at A").split()[0].replace(",", ""))
-    at.slider(key="lesson_epsilon_per_km").set_value(1.0).run()
+    at.select_slider(key="lesson_epsilon_per_km").set_value(1.0).run()
     assert not at.exception
     assert at.slider(key="w_epsilon_per_km").value == 1.0  # one epsilon for the whole app
     spread = float(metric(at, "Error at A").split()[0].replace(",", ""))
@@ -242,7 +242,28 @@ def test_epsilon_spreads_the_reports_and_follows_the_sidebar():
     assert metric(at, "Geo-ind.") == "✓ holds"
     at.slider(key="w_epsilon_per_km").set_value(20.0).run()  # and the sidebar's moves the page's
     assert not at.exception
-    assert at.slider(key="lesson_epsilon_per_km").value == 20.0
+    assert at.select_slider(key="lesson_epsilon_per_km").value == 20.0
+
+
+def test_epsilon_is_on_a_stepped_scale_read_in_metres():
+    """Issue 39 item 7: ε moves on a log scale of round steps, a value between two steps (the sidebar's, a link's)
+    keeps its place, and beside it ε is read in metres: ln 2 / ε, the distance within which any report is at most
+    twice as likely from one place as from the other."""
+    from app.model.lesson_numbers import EPSILON_STEPS
+
+    at = run_ok(make_app())
+    eps = at.select_slider(key="lesson_epsilon_per_km")
+    assert eps.value == 5.0
+    assert [float(o) for o in eps.options] == list(EPSILON_STEPS)
+    assert EPSILON_STEPS[0] == 0.5 and EPSILON_STEPS[-1] == 50.0
+    assert all(b / a <= 1.5 + 1e-9 for a, b in zip(EPSILON_STEPS, EPSILON_STEPS[1:], strict=False))  # no big jumps
+    reading = [m.value for m in at.markdown if m.value.startswith("**ε = ")]
+    assert reading and reading[0].startswith(f"**ε = 5/km ≈ {1000 * math.log(2) / 5:,.0f} m**"), reading
+    at.slider(key="w_epsilon_per_km").set_value(8.5).run()
+    eps = at.select_slider(key="lesson_epsilon_per_km")
+    assert eps.value == 8.5 and 8.5 in [float(o) for o in eps.options]
+    reading = [m.value for m in at.markdown if m.value.startswith("**ε = ")]
+    assert reading[0].startswith(f"**ε = 8.5/km ≈ {1000 * math.log(2) / 8.5:,.0f} m**"), reading
 
 
 @pytest.mark.parametrize("mech", ["laplace", "em", "em-br", "lp-ca", "panda-e"])
@@ -366,7 +387,7 @@ def test_lesson_survives_seed_city_size_and_preset_changes():
     run_ok(at)
     at.selectbox(key="lesson_a").set_value(450).run()
     at.number_input(key="w_seed").set_value(3).run()
-    at.slider(key="lesson_epsilon_per_km").set_value(2.0).run()
+    at.select_slider(key="lesson_epsilon_per_km").set_value(2.0).run()
     assert not at.exception and not at.error
     at.number_input(key="w_K").set_value(200).run()  # place 450 no longer exists
     assert not at.exception and not at.error
@@ -375,7 +396,7 @@ def test_lesson_survives_seed_city_size_and_preset_changes():
     at.selectbox(key="lesson_mech").set_value("panda-p").run()
     assert not at.exception and not at.error
     at.radio(key="w_preset").set_value("paper").run()
-    at.slider(key="lesson_epsilon_per_km").set_value(10.0).run()
+    at.select_slider(key="lesson_epsilon_per_km").set_value(10.0).run()
     assert not at.exception and not at.error
     assert metric(at, "Error at A").endswith(" m") or metric(at, "Error at A") == "—"
 

@@ -43,7 +43,7 @@ def test_every_menu_mechanism_gives_a_result_on_the_default_view(key, timings, d
     t0 = time.perf_counter()
     run_ok(at)
     timings[key] = elapsed = time.perf_counter() - t0
-    assert at.slider(key="lesson_epsilon_per_km").value == 5.0
+    assert at.select_slider(key="lesson_epsilon_per_km").value == 5.0
     problems = [w.value for w in at.warning]
     if key == "lp" and any("computing the optimum in the background" in p for p in problems):
         return  # no certified mechanism in its first seconds on a loaded machine: the page says so and goes on

@@ -53,6 +53,34 @@ def test_explore_renders_on_the_default_city():
     ]
 
 
+@pytest.mark.parametrize("preset", ["artifact", "paper"])
+def test_the_panda_page_opens_with_its_computed_verdict_and_folds_the_notes(preset):
+    """Issue 39 item 10: the first sentence after the intro is the verdict, with the page's own numbers (the
+    user-pair violation rate and the error at the users, as its metrics show them); the notes fold under "Why?";
+    the intro's prose has no number."""
+    import re
+
+    at = run_ok(make_app(preset=preset))
+    texts = [m.value for m in at.main.markdown]
+    intro = next(t for t in texts if t.startswith("**PAnDA in one paragraph.**"))
+    assert not re.search(r"\d", intro), intro
+    verdict = texts[texts.index(intro) + 1]
+    assert verdict.startswith("**Verdict on this view:"), verdict
+    rate = metric(at, "Violation rate")
+    loss = metric(at, "Utility loss at users")
+    assert f"expected error of {loss} at the users" in verdict
+    if rate == "100.0 %":
+        assert "breaks its promise" in verdict and "for every one of the" in verdict
+    elif rate == "0.0 %":
+        assert "keeps its promise" in verdict
+    else:
+        assert "breaks its promise of ε = " in verdict and f"for {rate} of the" in verdict
+    assert [e.label for e in at.main.expander][:1] == ["Why? What stands behind these numbers"]
+    inside = {w.value for w in at.main.expander[0].warning} | {i.value for i in at.main.expander[0].info}
+    outside = {w.value for w in at.main.warning} | {i.value for i in at.main.info}
+    assert outside <= inside, "every note of the run is under Why?"
+
+
 @pytest.mark.parametrize("tab", ["Utility vs bound", "Violations vs δ", "Time per phase"])
 def test_each_chart_tab_draws_its_chart(tab):
     at = make_app()

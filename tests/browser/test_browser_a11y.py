@@ -104,15 +104,16 @@ def test_the_lesson_works_by_keyboard(server, browser):  # noqa: F811
         assert any(role == "radio" for _, role, _ in reached.get("lesson_mode", set())), reached
         assert ("div", "tab", "") in reached.get("lesson_tab", set()), reached
 
-        # 2. The epsilon slider by keyboard: focus it, ArrowRight moves it one step (5 -> 5.5 per km).
+        # 2. The epsilon slider by keyboard: focus it, ArrowRight moves it one step of its scale (5 -> 6 per km),
+        # and a screen reader hears the value, not the step's number.
         slider = page.locator('.st-key-lesson_epsilon_per_km input[type="range"]')
-        assert slider.get_attribute("value") == "5"
+        assert slider.get_attribute("aria-valuetext") == "5"
         slider.focus()
         page.keyboard.press("ArrowRight")
-        page.wait_for_function("() => window.location.search.includes('eps=5.5')", timeout=60_000)
+        page.wait_for_function("() => window.location.search.includes('eps=6')", timeout=60_000)
         _wait_idle(page, timeout_s=120)
-        assert slider.get_attribute("value") == "5.5"
-        assert page.get_by_text("ε = 5.5/km means", exact=False).count() == 1
+        assert slider.get_attribute("aria-valuetext") == "6"
+        assert page.get_by_text("ε = 6/km means", exact=False).count() == 1
 
         # 3. The mechanism by keyboard: open the list with ArrowDown, move, Enter.
         mech = page.locator(".st-key-lesson_mech input")
