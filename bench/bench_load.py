@@ -404,8 +404,13 @@ class _SoakUser:
                             # a new value: the same eps changes no link, so no "applied" message would come
                             now = re.search(r"(?:^|&)eps=([0-9.]+)", query)
                             current = float(now.group(1)) if now else DEFAULT_EPS
-                            want = rng.choice([e for e in EPS_GRID if abs(e - current) > 1e-9])
-                            state.double_array_value.data.append(want)
+                            if options:  # the Lesson's stepped scale (st.select_slider): one of its steps' labels
+                                label = rng.choice([o for o in options if abs(float(o) - current) > 1e-9])
+                                want = float(label)
+                                state.string_array_value.data.append(label)
+                            else:
+                                want = rng.choice([e for e in EPS_GRID if abs(e - current) > 1e-9])
+                                state.double_array_value.data.append(want)
                         elif name == "mech":
                             state.string_value = rng.choice(options[: len(FAST_MECHANISMS)])
                         else:
