@@ -344,7 +344,8 @@ with left:
             place_a=pa,
             place_b=pb,
             row_a=rows.row_a if mode == "reports" else None,
-            ring_m=err_a if mode == "reports" else None,
+            # A ring of the expected cost only where the cost is a distance from A (the task cost is not).
+            ring_m=err_a if mode == "reports" and params.resolved_loss != "task" else None,
             samples=samples if mode == "reports" else (seen or None),
             density=density,
             belief=belief,
@@ -383,8 +384,12 @@ with left:
         extra = " The soft glow is planar Laplace's noise before it is snapped to an output." if density else ""
         st.caption(
             "Orange: place A · blue: place B · discs: where A's reports land (bigger, darker = likelier) · "
-            f"orange ring: A's expected error ({fmt_m(err_a)}, {params.loss_label}) · "
-            f"white: sampled reports.{extra}  \n"
+            + (
+                f"orange ring: A's expected error ({fmt_m(err_a)}, {params.loss_label}) · "
+                if params.resolved_loss != "task"
+                else f"no ring: {params.loss_label} is not a distance from A · "
+            )
+            + f"white: sampled reports.{extra}  \n"
             f"Map data {net.attribution}"
         )
     if mech_key in lesson_numbers.PANDA_KEYS:  # PAnDA-e and PAnDA-l look the same on the default view: say why

@@ -148,11 +148,22 @@ def background_tab(params: Params, mech_key: str, eps: float, guarantee_holds: b
         st.info("This mechanism has no full matrix on this view: pick another one, or another ε.")
         return
     label = PRIOR_OPTIONS.get(bg["peaked_name"], "Your uploaded places")
+    view_prior = PRIOR_OPTIONS.get(params.prior, "your uploaded places").split(":")[0].lower()
+    # The tab's people follow a peaked prior even when the view's is uniform: say which, before any number.
+    st.markdown(
+        f"**This tab assumes people go where *{label.lower()}* says**"
+        + (
+            f", not the view's prior (*{view_prior}*) that the other numbers use."
+            if bg["peaked_name"] != params.prior
+            else " (the view's prior)."
+        )
+    )
     c1, c2 = st.columns(2)
     c1.metric(
         "Naive attacker",
         fmt_m(bg["uniform_m"]),
-        help="It knows the mechanism, but not where people go: it believes every place equally likely.",
+        help=f"It knows the mechanism, but not where people go: it believes every place equally likely, while "
+        f"people follow {label.lower()}.",
     )
     c2.metric(
         "Informed attacker",

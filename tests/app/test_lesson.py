@@ -245,6 +245,18 @@ def test_epsilon_spreads_the_reports_and_follows_the_sidebar():
     assert at.select_slider(key="lesson_epsilon_per_km").value == 20.0
 
 
+def test_no_ring_where_the_loss_is_not_a_distance_from_a():
+    """Issue 39 item 6: the ring is A's expected error drawn as a distance around A; under the task cost (the
+    distance from a report to a task, not to A) there is no ring, and the caption says why."""
+    layers = deck_layers(run_ok(make_app()))
+    assert "ring" in layers  # the Lesson's own loss: road distance from A to its report
+    at = run_ok(make_app(loss="task"))
+    assert "ring" not in deck_layers(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "no ring: the paper's task cost (1 task) is not a distance from A" in captions
+    assert "orange ring" not in captions
+
+
 def test_epsilon_is_on_a_stepped_scale_read_in_metres():
     """Issue 39 item 7: ε moves on a log scale of round steps, a value between two steps (the sidebar's, a link's)
     keeps its place, and beside it ε is read in metres: ln 2 / ε, the distance within which any report is at most

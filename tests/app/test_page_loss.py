@@ -163,6 +163,11 @@ def test_background_view_compares_the_attacker_with_and_without_the_prior():
     assert metric(at, "Naive attacker") == fmt_m(naive)
     assert metric(at, "Informed attacker") == fmt_m(knowing)
     assert any("Same mechanism, same ε" in m.value for m in at.markdown)
+    # Issue 39 item 6: the tab names the prior its people follow, and that it is not the view's (uniform) one.
+    assert (
+        "**This tab assumes people go where *points of interest (shops, amenities, offices)* says**, not the view's "
+        "prior (*uniform*) that the other numbers use." in [m.value for m in at.markdown]
+    )
 
 
 @pytest.mark.parametrize("key", ["K", "N", "M", "seed", "Gamma", "tasks"])
