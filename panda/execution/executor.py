@@ -265,7 +265,8 @@ class Executor:
             turn, so a session that opens many jobs does not hold up the others' first ones.
         group
             The owner's group (a client address): its owners share :data:`MAX_JOBS_PER_GROUP` slots of a kind
-            (with ``owner`` only).
+            (with ``owner`` only), and the group's n-th job in flight is queued n steps below its first, as an
+            owner's is: one address's twenty tabs do not hold up another address's first job.
         keep_waiting
             Asked every 0.1 s while waiting; when it says no (the session went away), the wait ends with
             :class:`JobAbandoned`, and a job nobody else waits for is withdrawn after

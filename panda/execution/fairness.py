@@ -7,7 +7,8 @@
 * **Owners** (a dashboard session): each has at most :data:`MAX_JOBS_PER_OWNER` jobs of a kind in flight
   (:class:`OwnerSlots`); a further one waits in the owner's own thread. Owners of one **group** (the sessions
   of one client address) share :data:`MAX_JOBS_PER_GROUP` slots of a kind: twenty tabs of one person hold as
-  many of the class's workers as two.
+  many of the class's workers as two. A job's rank (its owner's or group's jobs in flight before it) lowers its
+  priority by as many steps, so every owner's and every address's first job goes before anyone's second.
 * **Queue positions**: how many jobs a worker will start before a waiting one (:func:`jobs_ahead`).
 """
 
@@ -96,7 +97,9 @@ class OwnerSlots:
         queue_limit_s: float,
         group: str | None = None,
     ) -> int:
-        """Take one of ``owner``'s job slots (waiting for one if all are taken); return its jobs before it.
+        """Take one of ``owner``'s job slots (waiting for one if all are taken); return its rank.
+
+        The rank is the number of jobs in flight before it of the owner, or of its group when that has more.
 
         ``group`` (the owner's client address): the slot is also one of the group's :data:`MAX_JOBS_PER_GROUP`.
         Give it back with :meth:`leave` and the same ``group``.
@@ -138,6 +141,9 @@ class OwnerSlots:
             rank = self._held.get(owner, 0)
             self._held[owner] = rank + 1
             if team is not None:
+                # The group's n-th job in flight ranks n, whichever of its sessions asks: twenty tabs of one
+                # address queue behind another address's first job, as one session's later jobs do.
+                rank = max(rank, self._held.get(team, 0))
                 self._held[team] = self._held.get(team, 0) + 1
         return rank
 
