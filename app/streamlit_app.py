@@ -51,6 +51,7 @@ def serve_page() -> None:
     """The navigation, the sidebar and the page (the run's slot of its client's address held meanwhile)."""
     pages = [
         st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:", default=True),
+        st.Page("app_pages/guided.py", title="Guided lesson", icon=":material/slideshow:", url_path="guided"),
         st.Page("app_pages/explore.py", title="PAnDA", icon=":material/map:", url_path="explore"),
         st.Page("app_pages/learn.py", title="Learn", icon=":material/menu_book:"),
         st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
@@ -70,9 +71,13 @@ def serve_page() -> None:
 
     # The shown page's default loss (the page by identity: a page run outside a server, say a module
     # re-imported as __main__ by a process pool, has no title).
-    page_keys = {id(p): key for p, key in zip(pages, ("lesson", "explore", "learn", "compare", "audit"), strict=True)}
+    page_keys = {
+        id(p): key for p, key in zip(pages, ("lesson", "guided", "explore", "learn", "compare", "audit"), strict=True)
+    }
     shown = page_keys.get(id(page), "")
-    params = sidebar.render(page_loss=PAGE_LOSS.get(shown, DEFAULT_PAGE_LOSS), fold_expert=shown == "lesson")
+    params = sidebar.render(
+        page_loss=PAGE_LOSS.get(shown, DEFAULT_PAGE_LOSS), fold_expert=shown in ("lesson", "guided")
+    )
     st.session_state["params"] = params
     sidebar.write_query(params)
     if PRESENTING:  # the lecturer prepares the view before the class (python -m panda prepare, in the background)

@@ -20,8 +20,7 @@ from app.model.messages import plain
 from app.model.page_links import LESSON_TABS
 from app.model.panda_numbers import fmt_m, fmt_pct
 from app.model.params import to_config
-from app.server import lecturer
-from app.widgets import current_view, export_menu, lecturer_sign_in, lesson_tabs, mechanism_rows
+from app.widgets import current_view, export_menu, lesson_tabs, mechanism_rows, round_starter
 from panda.repeated import posterior_after
 
 MAP_HEIGHT = 540
@@ -107,9 +106,12 @@ place_name = panda.CITIES[net.name][1].split(":")[0] if net.name in panda.CITIES
 # The page's h1, at an h4's size (app/figures/style.py): headings then go in order.
 with st.container(key="lesson_title"):
     st.markdown(f"# Geo-indistinguishability on the roads of {place_name}")
+st.page_link(
+    "app_pages/guided.py", label="Guided lesson: the same ideas as 8 scenes, in order", icon=":material/slideshow:"
+)
 if not presenting:
     st.caption(
-        "**Start here:** ① move **ε** and watch where place A's reports land · ② switch mechanisms and read "
+        "**Or explore freely:** ① move **ε** and watch where place A's reports land · ② switch mechanisms and read "
         "*Two places* · ③ *k reports*: what many reports give away · ④ *Prior*: what the attacker knew before · "
         "⑤ *Curve*: privacy against error for every mechanism · ⑥ then PAnDA: why its published setup leaks."
     )
@@ -218,56 +220,9 @@ else:
 m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_help)
 
 
-def _start_round() -> None:
-    """Open a class round on this view (the lecturer's page then shows the join code)."""
-    from app.game import rounds
-
-    mode = "shared" if ss.get("lesson_round_secret") == "shared" else "each"
-    k = int(ss.get("lesson_k") or 1)
-    spec = rounds.RoundSpec(
-        mech_key,
-        eps,
-        k,
-        mode,
-        pa if mode == "shared" else None,
-        options=mechanism_rows.options_for(params, mech_key, eps),
-    )
-    try:
-        code, _ = rounds.open_game(list(params.instance_key), spec, host_token_for=lecturer.round_token)
-    except Exception as exc:  # noqa: BLE001 (a message, never a traceback)
-        ss.lesson_round_problem = f"The class round could not be opened: {exc}"
-        return
-    ss.lesson_round_open = {"code": code}  # the lecturer key, not the address, controls it
-
-
 if presenting:
     with right.popover("Class round", icon=":material/groups:", help="Students guess from their phones."):
-        may_start = lecturer_sign_in.form("lesson_round", "start a class round")  # else the form is shown
-        if may_start and rows.matrix is None:
-            st.caption("A class round needs a mechanism with a report for every place: pick another mechanism.")
-        elif may_start:
-            st.radio(
-                "Secret place",
-                ["each", "shared"],
-                format_func={"each": "Each student gets their own", "shared": "Place A, for everyone"}.get,
-                key="lesson_round_secret",
-            )
-            k_now = int(ss.get("lesson_k") or 1)
-            st.caption(
-                f"{lesson_numbers.MECHANISMS[mech_key][0]} at ε = {eps:g}/km, "
-                f"{k_now} report{'s' if k_now > 1 else ''} per student (*k reports* sets k)."
-            )
-            st.button(
-                "Start a round",
-                type="primary",
-                icon=":material/play_arrow:",
-                on_click=_start_round,
-            )
-        if ss.get("lesson_round_problem"):
-            st.warning(ss.pop("lesson_round_problem"))
-    opened = ss.pop("lesson_round_open", None)
-    if opened:
-        st.switch_page("app_pages/host.py", query_params=opened)
+        round_starter.panel(params, mech_key, eps, pa, has_matrix=rows.matrix is not None)
 
 # ---------------------------------------------------------------------------------------------
 # Map (left) and tabs (right)

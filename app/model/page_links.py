@@ -11,6 +11,7 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from app.model.lesson_scenes import SCENES
 from app.model.params import RANGES, _shown
 
 __all__ = [
@@ -223,6 +224,12 @@ PAGE_QUERY: dict[str, PageParam] = {
         "lesson_tab",
         _one_of(LESSON_TABS, "a lesson tab"),
         _format_default({v: k for k, v in LESSON_TABS.items()}, LESSON_TABS["two"]),
+    ),
+    # The guided lesson (its scene by name; the session holds its index)
+    "scene": PageParam(
+        "guided_scene",
+        _one_of({scene.key: i for i, scene in enumerate(SCENES)}, "a scene of the guided lesson"),
+        _format_default({i: scene.key for i, scene in enumerate(SCENES)}, 0),
     ),
     # Every page
     "present": PageParam("w_present", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),

@@ -85,7 +85,7 @@ LOSS_OPTIONS = {
 }
 #: Each page's default loss: the Lesson teaches with the distance people mean; the research pages keep the
 #: paper's one-task cost (its setup, and the reproduction's).
-PAGE_LOSS = {"lesson": "road", "learn": "road"}
+PAGE_LOSS = {"lesson": "road", "guided": "road", "learn": "road"}
 #: The losses' names in a few words (the "auto" option says which one it is on the page).
 LOSS_SHORT = {"road": "road distance", "straight": "straight line", "task": "the paper's task cost"}
 DEFAULT_PAGE_LOSS = "task"

@@ -335,10 +335,10 @@ def test_places_and_attacker_mode():
 def test_presenter_view_from_the_link():
     at = run_ok(make_app(present="1"))
     assert at.toggle(key="w_present").value is True
-    assert not any("Start here" in c.value for c in at.caption)
+    assert not any("Or explore freely" in c.value for c in at.caption)
     at.toggle(key="w_present").set_value(False).run()
     assert not at.exception
-    assert any("Start here" in c.value for c in at.caption)
+    assert any("Or explore freely" in c.value for c in at.caption)
 
 
 def test_the_lesson_lives_in_the_link():
