@@ -14,7 +14,14 @@ import numpy as np
 
 from panda.repeated import posterior_after
 
-__all__ = ["draw_entry", "bayes_guess", "expected_bayes_error_m", "competition_ranks", "score_round"]
+__all__ = [
+    "draw_entry",
+    "bayes_guess",
+    "expected_bayes_error_m",
+    "competition_ranks",
+    "pooled_attacker",
+    "score_round",
+]
 
 
 def draw_entry(
@@ -79,6 +86,42 @@ def competition_ranks(errors: Sequence[float | None]) -> list[int | None]:
     return [None if e is None else 1 + sum(1 for f in known if f < e) for e in errors]
 
 
+def pooled_attacker(prior: np.ndarray, matrix: np.ndarray, distance_m: np.ndarray, entries: Sequence[dict]) -> dict:
+    """Pool every student's reports of one shared secret place: the class as one attacker.
+
+    The reports are independent draws from the secret place's row, so the pooled posterior is the product of
+    their likelihoods (:func:`panda.repeated.posterior_after`): n students with k reports each spend n·k·ε
+    between them. Beside it, the same class under the re-send defence: each phone repeats its first report,
+    so the class pools n reports, not n·k (the defence is per phone: different phones still differ).
+
+    Returns ``pooled_n_reports``, ``pooled_place``, ``pooled_error_m``, and ``resend_n_reports``,
+    ``resend_place``, ``resend_error_m`` (metres from the secret place).
+
+    Raises
+    ------
+    ValueError
+        When the entries do not share one secret place, or there are none.
+    """
+    secrets_ = {int(e["secret"]) for e in entries}
+    if len(secrets_) != 1:
+        msg = f"pooling needs one shared secret place, not {len(secrets_)}"
+        raise ValueError(msg)
+    secret = secrets_.pop()
+    d = np.asarray(distance_m, dtype=float)
+    everything = [int(y) for e in entries for y in e["reports"]]
+    firsts = [int(e["reports"][0]) for e in entries if len(e["reports"])]
+    pooled = bayes_guess(prior, matrix, everything, d)
+    resend = bayes_guess(prior, matrix, firsts, d)
+    return {
+        "pooled_n_reports": len(everything),
+        "pooled_place": pooled,
+        "pooled_error_m": float(d[pooled, secret]),
+        "resend_n_reports": len(firsts),
+        "resend_place": resend,
+        "resend_error_m": float(d[resend, secret]),
+    }
+
+
 def score_round(
     prior: np.ndarray,
     matrix: np.ndarray,
@@ -95,7 +138,8 @@ def score_round(
     (list of dict, dict)
         Per entry: ``error_m`` (None without a guess), ``bayes_place``, ``bayes_error_m``, ``rank``. The summary:
         players, guesses, the class's mean, median and best error, the Bayes attacker's mean error on the
-        class's very reports and its expected error from the same secret places (m).
+        class's very reports and its expected error from the same secret places (m); when two or more entries
+        share one secret place, the class as one attacker too (:func:`pooled_attacker`).
     """
     d = np.asarray(distance_m, dtype=float)
     scored = []
@@ -123,5 +167,7 @@ def score_round(
         "bayes_expected_m": statistics.fmean(expected[int(e["secret"])] for e in entries) if entries else nan,
         "exact_expectation": int(n_reports) == 1,
     }
+    if len(secrets_) == 1 and len(entries) >= 2:  # a shared place: the class as one attacker
+        summary.update(pooled_attacker(prior, matrix, d, entries))
     summary = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()}
     return scored, summary

@@ -24,6 +24,7 @@ from app.figures import charts, game_maps, style, tables
 from app.figures.palette import MECHANISM_COLORS
 from app.game import rounds
 from app.model import lesson_numbers
+from app.model.lesson_numbers import class_as_attacker_sentence
 from app.model.messages import plain_error
 from app.model.panda_numbers import fmt_m
 from app.server import lecturer
@@ -197,13 +198,20 @@ def _live_map() -> None:
     live = _now()
     revealed = cur.get("n_guesses") is not None
     segments, _ = state.road_segments(view[0])
+    pooled = cur.get("pooled_place") if revealed else None
     deck = game_maps.host_deck(
-        inst, segments, guesses=live.guesses, entries=live.entries if revealed else None, height_px=MAP_HEIGHT
+        inst,
+        segments,
+        guesses=live.guesses,
+        entries=live.entries if revealed else None,
+        pooled_place=pooled,
+        height_px=MAP_HEIGHT,
     )
     st.pydeck_chart(deck, height=MAP_HEIGHT, key="host_map")
     st.caption(
         "Black: the class's guesses (bigger: more students)"
         + (" · orange: where the reports were made · grey lines: each guess to its truth" if revealed else "")
+        + (" · blue ring: the class as one attacker" if pooled is not None else "")
         + f"  \nMap data {net.attribution}"
     )
 
@@ -317,6 +325,8 @@ with right:
             f"On the class's very reports the Bayes attacker's mean error is {fmt_m(cur.get('bayes_mean_m'))} "
             f"({cur.get('n_guesses')} of {cur.get('n_players')} students guessed)."
         )
+        if cur.get("pooled_n_reports"):
+            st.markdown(class_as_attacker_sentence(cur))
     if CONTROLS and cur["status"] != "open":
         if cur["secret_mode"] == "shared":
             seen = "the class has seen it" if summary_shown or cur.get("seen_in_round") else "not revealed yet"

@@ -245,10 +245,14 @@ def host_deck(
     guesses: list[int],
     entries: list[dict] | None = None,
     shared_place: int | None = None,
+    pooled_place: int | None = None,
     width_px: int = 700,
     height_px: int = 520,
 ) -> pdk.Deck:
-    """The lecturer's map: guesses as they arrive; after the reveal (``entries`` with secrets) the truth."""
+    """The lecturer's map: guesses as they arrive; after the reveal (``entries`` with secrets) the truth.
+
+    ``pooled_place``: the guess of the class as one attacker (every report pooled), a blue ring.
+    """
     layers = [roads_layer(segments), *_places(instance, radius_px=2.5, pickable=False)]
     counts = Counter(int(g) for g in guesses)
     marks = [
@@ -272,6 +276,16 @@ def host_deck(
         ]
     elif shared_place is not None and entries is not None:
         marks.append({"p": _pos(instance, shared_place), "c": A_COLOR, "l": REPORT_FILL, "r": 10, "tooltip": "Truth"})
+    if pooled_place is not None:
+        marks.append(
+            {
+                "p": _pos(instance, pooled_place),
+                "c": [*B_COLOR[:3], 90],
+                "l": B_COLOR,
+                "r": 16,
+                "tooltip": f"The class as one attacker: every report pooled (place {pooled_place})",
+            }
+        )
     layers.append(
         pdk.Layer(
             "ScatterplotLayer",

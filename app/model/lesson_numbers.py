@@ -301,3 +301,17 @@ def same_decay_sentence(
         f"their selection probabilities differ by at most {near_text} below γ and {far} beyond it, so the "
         "exponential and logistic decays draw (nearly) the same anchors and give (nearly) the same mechanism."
     )
+
+
+def class_as_attacker_sentence(row: dict) -> str:
+    """The class as one attacker, after a shared-place round (``row``: the round's row of the host view, with the
+    summary's ``pooled_*`` and ``resend_*`` numbers of :func:`panda.class_round.pooled_attacker`)."""
+    n_all, n_first = int(row["pooled_n_reports"]), int(row["resend_n_reports"])
+    eps = float(row["epsilon_per_km"])
+    return (
+        f"**The class as one attacker.** {n_first} phones sent {n_all} reports of the same place: together they "
+        f"spend {n_all} × ε = **{n_all * eps:g}/km**. Pooled, the Bayes attacker's guess lands "
+        f"**{fmt_m(row['pooled_error_m'])}** from it (blue ring), against {fmt_m(row.get('bayes_mean_m'))} on "
+        f"average from one phone's reports. With the re-send defence (each phone repeats its first report) the class "
+        f"pools {n_first} reports, not {n_all}: its guess lands {fmt_m(row['resend_error_m'])} away."
+    )

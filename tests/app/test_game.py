@@ -402,3 +402,46 @@ def test_draw_entry_uses_the_lecturers_place_or_the_prior(small):
     prior[[2, 5]] = 0.5
     secrets_ = {class_round.draw_entry(matrix, prior, 1, None, rng=rng)[0] for _ in range(50)}
     assert secrets_ == {2, 5}
+
+
+def test_the_class_as_one_attacker_pools_every_report_of_the_shared_place(small, url):
+    """A shared round, 5 students with 3 reports each: the summary's pooled guess is the brute-force Bayes guess on
+    all 15 reports (the product of their likelihoods, computed here without the library's log space), and the
+    re-send defence's on each phone's first report; a round where each student has their own place pools nothing."""
+    inst, matrix = small
+    d = inst.d_km * 1000.0
+    secret = 7
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0, 3, "shared", secret), url=url)
+    tokens = [rounds.join(code, url=url) for _ in range(5)]
+    for i, t in enumerate(tokens):
+        rounds.player_view(code, t, _draw(small, i), url=url)
+        rounds.guess(code, t, 10 + i, url=url)
+    summary = rounds.reveal(code, key, _score(small), url=url)
+    with store.session(url, read=True) as s:
+        reports = [list(e.reports) for e in s.scalars(select(Entry).where(Entry.round.has(Round.game.has(code=code))))]
+    assert len(reports) == 5 and all(len(r) == 3 for r in reports)
+
+    def brute(seen: list[int]) -> int:
+        joint = inst.prior * np.prod(matrix[:, seen], axis=1)
+        post = joint / joint.sum()
+        return min(range(inst.n_records), key=lambda g: sum(post[x] * d[x, g] for x in range(inst.n_records)))
+
+    everything = [y for r in reports for y in r]
+    pooled, resend = brute(everything), brute([r[0] for r in reports])
+    assert summary["pooled_n_reports"] == 15 and summary["resend_n_reports"] == 5
+    assert summary["pooled_place"] == pooled and summary["pooled_error_m"] == pytest.approx(d[pooled, secret])
+    assert summary["resend_place"] == resend and summary["resend_error_m"] == pytest.approx(d[resend, secret])
+
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0, 3, "each"), url=url)
+    for i, t in enumerate([rounds.join(code, url=url) for _ in range(4)]):
+        rounds.player_view(code, t, _draw(small, 100 + i), url=url)
+    each = rounds.reveal(code, key, _score(small), url=url)
+    assert len({e["secret"] for e in rounds.host_view(code, key, url=url).entries}) > 1  # (these seeds' draws)
+    assert "pooled_place" not in each
+
+
+def test_pooling_refuses_entries_of_several_places(small):
+    inst, matrix = small
+    entries = [{"secret": 1, "reports": [0]}, {"secret": 2, "reports": [1]}]
+    with pytest.raises(ValueError, match="one shared secret place"):
+        class_round.pooled_attacker(inst.prior, matrix, inst.d_km * 1000.0, entries)

@@ -6,6 +6,8 @@ process against its own SQLite file, and links are typed by hand (forged keys an
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from apptest_support import SMALL, clear_caches, make_app, metric, release_resources, run_ok  # noqa: F401
@@ -146,3 +148,36 @@ def test_the_lecturers_page_keeps_the_databases_own_words_to_the_log(db, monkeyp
     shown = _page_text(at)
     assert "could not be read" in shown and "secret_key" not in shown and "RuntimeError" not in shown
     assert secret_words in caplog.text
+
+
+def test_the_projector_shows_the_class_as_one_attacker_after_a_shared_round(db):
+    """After a shared round with k = 2, the room's view (no controls) states the pooled attacker with the
+    summary's numbers, and the map draws its guess (the blue ring's tooltip)."""
+    from app import state
+    from app.model.lesson_numbers import class_as_attacker_sentence
+
+    view = _view()
+    code, key = rounds.open_game(view, rounds.RoundSpec("laplace", 5.0, 2, "shared", 5))
+    inst = state.instance(*view)
+    matrix = state.baseline(tuple(view), "laplace", 5.0, ()).matrix
+    rng = np.random.default_rng(0)
+    for i, t in enumerate([rounds.join(code) for _ in range(4)]):
+        rounds.player_view(code, t, lambda v, r: class_round.draw_entry(matrix, inst.prior, 2, 5, rng=rng))
+        rounds.guess(code, t, 20 * i)
+    rounds.reveal(
+        code,
+        key,
+        lambda rnd, entries: class_round.score_round(
+            inst.prior, matrix, inst.d_km * 1000.0, entries, rnd.n_reports, rng=np.random.default_rng(1)
+        ),
+    )
+    current = rounds.host_view(code, key).current
+    assert current["pooled_n_reports"] == 8 and current["resend_n_reports"] == 4
+    room = make_app("app_pages/host.py", code=code, room="1")
+    run_ok(room)
+    sentence = class_as_attacker_sentence(current)
+    assert sentence in _page_text(room)
+    assert f"8 × ε = **{8 * 5.0:g}/km**" in sentence
+    deck = json.loads(room.get("deck_gl_json_chart")[0].proto.json)
+    marks = next(layer for layer in deck["layers"] if layer["id"] == "guesses")["data"]
+    assert any(m["tooltip"].startswith("The class as one attacker") for m in marks)
