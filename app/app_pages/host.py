@@ -132,6 +132,10 @@ def _secret_words(row: dict) -> str:
     """Whose secret place the reports come from (and, for a shared place the class saw revealed, when)."""
     if row["secret_mode"] == "each":
         return "every student has their own secret place"
+    if row["secret_mode"] == "question":
+        return "one question for the room: every phone shows the same report" + (
+            f" (its place was revealed in round {row['seen_in_round']})" if row.get("seen_in_round") else ""
+        )
     seen = row.get("seen_in_round")
     return "one secret place for all" + (f", one the class has seen: it was revealed in round {seen}" if seen else "")
 
@@ -204,6 +208,7 @@ def _live_map() -> None:
         segments,
         guesses=live.guesses,
         entries=live.entries if revealed else None,
+        reports=live.current.get("question_reports"),
         pooled_place=pooled,
         height_px=MAP_HEIGHT,
     )
@@ -211,6 +216,7 @@ def _live_map() -> None:
     st.caption(
         "Black: the class's guesses (bigger: more students)"
         + (" · orange: where the reports were made · grey lines: each guess to its truth" if revealed else "")
+        + (" · white: the report every phone shows" if live.current.get("question_reports") else "")
         + (" · blue ring: the class as one attacker" if pooled is not None else "")
         + f"  \nMap data {net.attribution}"
     )
@@ -242,7 +248,7 @@ def _act(action: str) -> None:
             eps = float(ss.host_next_eps)
             # A shared round gets a new place (next_round draws it away from the places revealed so far) unless
             # the lecturer asks for this round's place again.
-            same = cur["secret_mode"] == "shared" and ss.get("host_next_place") == "same"
+            same = cur["secret_mode"] != "each" and ss.get("host_next_place") == "same"
             spec = rounds.RoundSpec(
                 cur["mechanism"],
                 eps,
@@ -328,7 +334,7 @@ with right:
         if cur.get("pooled_n_reports"):
             st.markdown(class_as_attacker_sentence(cur))
     if CONTROLS and cur["status"] != "open":
-        if cur["secret_mode"] == "shared":
+        if cur["secret_mode"] != "each":
             seen = "the class has seen it" if summary_shown or cur.get("seen_in_round") else "not revealed yet"
             st.radio(
                 "Next secret place",

@@ -70,7 +70,9 @@ def _draw(view: list, rnd) -> tuple[int, list[int]]:  # noqa: ANN001 (a Round)
     mech = state.baseline(tuple(view), rnd.mechanism, rnd.epsilon_per_km, tuple(tuple(o) for o in rnd.options))
     if mech.matrix is None:
         raise rounds.GameError("This round's mechanism has no report for you yet: ask the lecturer to start again.")
-    rng = np.random.default_rng(secrets.randbits(128))
+    # A question round: every phone draws the same reports, with the round's seed.
+    seed = getattr(rnd, "question_seed", None)
+    rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
     # The round's shared place, or one of the student's own, never a secret revealed to them in an earlier round.
     place = rnd.shared_place
     if place is None:

@@ -245,16 +245,31 @@ def host_deck(
     guesses: list[int],
     entries: list[dict] | None = None,
     shared_place: int | None = None,
+    reports: list[int] | None = None,
     pooled_place: int | None = None,
     width_px: int = 700,
     height_px: int = 520,
 ) -> pdk.Deck:
-    """The lecturer's map: guesses as they arrive; after the reveal (``entries`` with secrets) the truth.
+    """The lecturer's map: the guesses as a heat cloud and dots as they arrive; after the reveal (``entries`` with
+    secrets) the truth.
 
-    ``pooled_place``: the guess of the class as one attacker (every report pooled), a blue ring.
+    ``reports``: a question round's reports (the same on every phone), white; ``pooled_place``: the guess of the
+    class as one attacker (every report pooled), a blue ring.
     """
     layers = [roads_layer(segments), *_places(instance, radius_px=2.5, pickable=False)]
     counts = Counter(int(g) for g in guesses)
+    if counts:  # where the room's guesses gather, whatever the dots' overlap
+        layers.append(
+            pdk.Layer(
+                "HeatmapLayer",
+                data=[{"p": _pos(instance, g), "w": n} for g, n in sorted(counts.items())],
+                id="guess_cloud",
+                get_position="p",
+                get_weight="w",
+                radius_pixels=45,
+                opacity=0.55,
+            )
+        )
     marks = [
         {
             "p": _pos(instance, g),
@@ -276,6 +291,11 @@ def host_deck(
         ]
     elif shared_place is not None and entries is not None:
         marks.append({"p": _pos(instance, shared_place), "c": A_COLOR, "l": REPORT_FILL, "r": 10, "tooltip": "Truth"})
+    outputs = np.asarray(instance.outputs)
+    marks += [
+        {"p": _pos(instance, int(outputs[j])), "c": REPORT_FILL, "l": RIM, "r": 9, "tooltip": f"The report {n + 1}"}
+        for n, j in enumerate(reports or [])
+    ]
     if pooled_place is not None:
         marks.append(
             {

@@ -16,6 +16,8 @@ Rules:
   picks one (the host view then says in which round the class saw it); a student with a secret of their own gets
   none revealed to them before (the draw gets them as ``avoid_places``). Only when the prior has no other place
   left is an older one drawn again, never the last one revealed.
+* A question round (one question for the room) shows every phone the same reports: each phone draws them with the
+  round's seed, which mixes the lecturer token's stored hash with the round (no link carries it).
 * Joins are counted per client address and round (:data:`MAX_JOINS_PER_ADDRESS`, ``PANDA_JOINS_PER_ADDRESS``),
   in the database, so that one phone cannot take a round's seats (nor, in a shared-secret round, pile up reports
   of the one secret) through any server of the class.
@@ -184,7 +186,7 @@ def open_game(
     ``host_token_for(code)``: the lecturer token of a code (the dashboard's: derived from the lecturer key, so
     every session that knows the key controls the round); a random token when None.
     """
-    if spec.secret_mode == "shared" and spec.shared_place is None and prior is None:
+    if spec.secret_mode != "each" and spec.shared_place is None and prior is None:
         raise ValueError("A shared round without a place draws one: pass the view's prior.")
     cleanup(url=url)
     for _ in range(20):
@@ -212,7 +214,7 @@ def next_round(
     revealed in this game while the prior has another (:func:`draw_place`). A place the lecturer names is taken
     as it is; :func:`host_view` says in which round the class saw it (``seen_in_round``).
     """
-    if spec.secret_mode == "shared" and spec.shared_place is None and prior is None:
+    if spec.secret_mode != "each" and spec.shared_place is None and prior is None:
         raise ValueError("A shared round without a place draws one: pass the view's prior.")
     with store.session(url) as s:
         game = _host(s, code, host_token)
@@ -270,7 +272,11 @@ def reveal(
         rnd.status, rnd.revealed_at = "scoring", stamp
         round_id, game_id = rnd.id, game.id
         spec = SimpleNamespace(
-            mechanism=rnd.mechanism, epsilon_per_km=rnd.epsilon_per_km, options=rnd.options, n_reports=rnd.n_reports
+            mechanism=rnd.mechanism,
+            epsilon_per_km=rnd.epsilon_per_km,
+            options=rnd.options,
+            n_reports=rnd.n_reports,
+            secret_mode=rnd.secret_mode,
         )
         rows = [
             (e.id, e.player_id, {"secret": e.secret_place, "reports": list(e.reports), "guess": e.guess_place})
@@ -297,6 +303,8 @@ def reveal(
                 sc["bayes_error_m"],
                 sc["rank"],
             )
+        if spec.secret_mode != "shared":  # one draw for the room, or a place each: no independent reports to pool
+            summary = {key: value for key, value in summary.items() if not key.startswith(("pooled_", "resend_"))}
         best = summary.pop("best_index", None)
         numbers = dict(s.execute(select(Player.id, Player.number).where(Player.game_id == game_id)).all())
         summary["best_player"] = None if best is None else numbers[rows[best][1]]
@@ -346,7 +354,8 @@ def player_view(
     outside any transaction (a mechanism may take a while to build the first time), then stored. ``round`` has the
     round's spec (``number``, ``mechanism``, ``epsilon_per_km``, ``options``, ``n_reports``, ``secret_mode``,
     ``shared_place``) and ``avoid_places``: in a round where each student has their own secret, the student's
-    secrets revealed in earlier rounds, the latest first, for :func:`draw_place` to keep out.
+    secrets revealed in earlier rounds, the latest first, for :func:`draw_place` to keep out; and
+    ``question_seed``: in a question round, the seed every phone draws its (the same) reports with, else None.
     """
     for _ in range(3):
         with store.session(url, read=True) as s:
@@ -376,7 +385,7 @@ def player_view(
                 out.waiting = True
                 return out
             avoid: list[int] = []
-            if rnd.secret_mode != "shared":
+            if rnd.secret_mode == "each":
                 earlier = s.execute(
                     select(Entry.secret_place, Round.summary)
                     .join(Round, Round.id == Entry.round_id)
@@ -394,6 +403,7 @@ def player_view(
                 secret_mode=rnd.secret_mode,
                 shared_place=rnd.shared_place,
                 avoid_places=tuple(avoid),
+                question_seed=_question_seed(game, rnd) if rnd.secret_mode == "question" else None,
             )
         secret, reports = draw(view, spec)
         try:
@@ -411,6 +421,13 @@ def player_view(
         except IntegrityError:  # the same phone loaded twice at once: the other load drew the entry
             pass
     raise GameError("Your report could not be drawn: reload the page.")
+
+
+def _question_seed(game: Game, rnd: Round) -> int:
+    """The seed of a question round's one draw: every phone draws the same reports with it, and nobody can
+    compute it from a link (it mixes the lecturer token's stored hash with the round)."""
+    digest = hashlib.sha256(f"{game.host_token_sha256}:question:{rnd.id}".encode()).digest()
+    return int.from_bytes(digest[:16], "big")
 
 
 def status(code: object, *, url: str | None = None) -> tuple[int, str]:
@@ -513,6 +530,8 @@ def _view(s: Session, game: Game, *, lecturer: bool) -> HostView:
             "scoring_stuck": _scoring_stuck(cur, _now()),
             # The shared place was revealed in this earlier round: the class has seen it.
             "seen_in_round": seen_in[0] if seen_in else None,
+            # A question round's one draw (every phone's reports; no secret): the projector shows it too.
+            "question_reports": list(rows[0][0].reports) if cur.secret_mode == "question" and rows else None,
         },
         n_players=int(n_players),
         guesses=[e["guess"] for e in entries if e["guess"] is not None],

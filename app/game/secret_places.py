@@ -50,7 +50,7 @@ def revealed_shared_places(s: Session, game: Game) -> list[tuple[int, int]]:
 
 def shared_place(s: Session, game: Game, spec: RoundSpec, prior: Sequence[float] | None) -> int | None:
     """The new round's shared place: the lecturer's, or drawn away from the places the class has seen."""
-    if spec.secret_mode != "shared":
+    if spec.secret_mode == "each":
         return None
     if spec.shared_place is not None:
         return int(spec.shared_place)

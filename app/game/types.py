@@ -21,7 +21,8 @@ class RoundSpec:
     epsilon_per_km: float
     n_reports: int = 1
     secret_mode: str = "each"
-    #: The shared secret place the lecturer picked; None in a shared round: a new place is drawn from the prior
+    #: The shared secret place the lecturer picked; None in a question or shared round: a new place is drawn from
+    #: the prior
     #: passed to :func:`open_game` or :func:`next_round`.
     shared_place: int | None = None
     options: tuple = ()
@@ -29,7 +30,7 @@ class RoundSpec:
     def __post_init__(self) -> None:
         if self.secret_mode not in SECRET_MODES:
             raise ValueError(f"secret_mode must be one of {SECRET_MODES}. Got {self.secret_mode!r} instead.")
-        if self.secret_mode != "shared" and self.shared_place is not None:
+        if self.secret_mode == "each" and self.shared_place is not None:
             raise ValueError("A secret per student takes no shared_place.")
         if not (1 <= int(self.n_reports) <= 20):
             raise ValueError(f"n_reports must be 1 to 20. Got {self.n_reports} instead.")

@@ -14,7 +14,14 @@ from app.model.params import Params
 from app.server import lecturer
 from app.widgets import lecturer_sign_in, mechanism_rows
 
-__all__ = ["panel"]
+__all__ = ["panel", "SECRET_CHOICES"]
+
+#: The round's kinds (app.server.db.models.SECRET_MODES), the first the default: one question for the whole room.
+SECRET_CHOICES = {
+    "question": "One question for the room: place A, the same report on every phone",
+    "shared": "Place A, a report of its own on every phone (the class can pool them)",
+    "each": "Each student gets a secret place of their own",
+}
 
 
 def _start_round(params: Params, mech_key: str, eps: float, place_a: int) -> None:
@@ -22,14 +29,14 @@ def _start_round(params: Params, mech_key: str, eps: float, place_a: int) -> Non
     from app.game import rounds
 
     ss = st.session_state
-    mode = "shared" if ss.get("lesson_round_secret") == "shared" else "each"
+    mode = ss.get("lesson_round_secret") if ss.get("lesson_round_secret") in SECRET_CHOICES else "question"
     k = int(ss.get("lesson_k") or 1)
     spec = rounds.RoundSpec(
         mech_key,
         eps,
         k,
         mode,
-        place_a if mode == "shared" else None,
+        place_a if mode != "each" else None,
         options=mechanism_rows.options_for(params, mech_key, eps),
     )
     try:
@@ -50,12 +57,7 @@ def panel(params: Params, mech_key: str, eps: float, place_a: int, *, has_matrix
     if may_start and not has_matrix:
         st.caption("A class round needs a mechanism with a report for every place: pick another mechanism.")
     elif may_start:
-        st.radio(
-            "Secret place",
-            ["each", "shared"],
-            format_func={"each": "Each student gets their own", "shared": "Place A, for everyone"}.get,
-            key="lesson_round_secret",
-        )
+        st.radio("The round", list(SECRET_CHOICES), format_func=SECRET_CHOICES.get, key="lesson_round_secret")
         k_now = int(ss.get("lesson_k") or 1)
         st.caption(
             f"{lesson_numbers.MECHANISMS[mech_key][0]} at ε = {eps:g}/km, "

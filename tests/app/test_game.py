@@ -445,3 +445,43 @@ def test_pooling_refuses_entries_of_several_places(small):
     entries = [{"secret": 1, "reports": [0]}, {"secret": 2, "reports": [1]}]
     with pytest.raises(ValueError, match="one shared secret place"):
         class_round.pooled_attacker(inst.prior, matrix, inst.d_km * 1000.0, entries)
+
+
+def _play_draw(small, seed):
+    """What the phone's page draws (app/app_pages/play.py): the round's seed in a question round, else its own."""
+    inst, matrix = small
+    own = np.random.default_rng(seed)
+
+    def draw(view, rnd):
+        rng = np.random.default_rng(rnd.question_seed) if rnd.question_seed is not None else own
+        return class_round.draw_entry(matrix, inst.prior, rnd.n_reports, rnd.shared_place, rng=rng)
+
+    return draw
+
+
+def test_a_question_round_shows_every_phone_and_the_projector_the_same_reports(small, url):
+    """One question for the room: every phone draws the same reports of the one place (the round's seed, not the
+    phone's), the room's view shows them before the reveal, nothing is pooled, and the next round draws anew."""
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0, 2, "question", 11), url=url)
+    tokens = [rounds.join(code, url=url) for _ in range(6)]
+    views = [rounds.player_view(code, t, _play_draw(small, i), url=url) for i, t in enumerate(tokens)]
+    assert len({tuple(v.reports) for v in views}) == 1 and len(views[0].reports) == 2
+    room = rounds.room_view(code, url=url)
+    assert room.current["question_reports"] == views[0].reports
+    assert room.current["shared_place"] is None and all("secret" not in e for e in room.entries)
+    for i, t in enumerate(tokens):
+        rounds.guess(code, t, 20 + i, url=url)
+    summary = rounds.reveal(code, key, _score(small), url=url)
+    assert summary["n_guesses"] == 6 and not any(k.startswith(("pooled_", "resend_")) for k in summary)
+    with store.session(url, read=True) as s:
+        mine = select(Entry).where(Entry.round.has(Round.game.has(code=code)))
+        assert {e.secret_place for e in s.scalars(mine)} == {11}
+    rounds.next_round(code, key, rounds.RoundSpec("em", 3.0, 2, "question"), prior=small[0].prior, url=url)
+    again = [rounds.player_view(code, t, _play_draw(small, 50 + i), url=url) for i, t in enumerate(tokens[:3])]
+    assert len({tuple(v.reports) for v in again}) == 1
+    seeds = []
+    with store.session(url, read=True) as s:
+        game = s.scalars(select(Game).where(Game.code == code)).one()
+        for rnd in s.scalars(select(Round).where(Round.game_id == game.id)):
+            seeds.append(rounds._question_seed(game, rnd))
+    assert len(set(seeds)) == 2  # a new round, a new draw

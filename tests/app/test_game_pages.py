@@ -181,3 +181,15 @@ def test_the_projector_shows_the_class_as_one_attacker_after_a_shared_round(db):
     deck = json.loads(room.get("deck_gl_json_chart")[0].proto.json)
     marks = next(layer for layer in deck["layers"] if layer["id"] == "guesses")["data"]
     assert any(m["tooltip"].startswith("The class as one attacker") for m in marks)
+
+
+def test_one_question_for_the_room_is_the_default_round(db):
+    at = make_app(present="1", lecturer=LECTURER_KEY)
+    run_ok(at)
+    assert at.radio(key="lesson_round_secret").value == "question"
+    next(b for b in at.button if b.label == "Start a round").click()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    code = at.query_params["code"]
+    assert rounds.host_view(code, lecturer.round_token(code)).current["secret_mode"] == "question"
+    assert "one question for the room" in _page_text(at)

@@ -26,9 +26,10 @@ __all__ = [
 #: open: students join and guess; scoring: revealed, the scores are being computed (guesses refused); revealed:
 #: scores are shown, guesses refused; closed: ended by the lecturer.
 ROUND_STATUSES = ("open", "scoring", "revealed", "closed")
-#: shared: every student's report comes from one place (the lecturer's, or drawn when the round starts);
-#: each: every student gets their own place.
-SECRET_MODES = ("shared", "each")
+#: question: one question for the room: one secret place and one draw of its reports, the same on every phone;
+#: shared: every student's reports come from one place (the lecturer's, or drawn when the round starts), drawn
+#: for each phone (the class can pool them); each: every student gets their own place.
+SECRET_MODES = ("question", "shared", "each")
 
 
 class Base(DeclarativeBase):
@@ -69,7 +70,7 @@ class Round(Base):
     epsilon_per_km: Mapped[float] = mapped_column(Float)
     n_reports: Mapped[int] = mapped_column(Integer)
     secret_mode: Mapped[str] = mapped_column(String(8))
-    #: The one secret place (secret_mode "shared"); None when every student gets their own.
+    #: The one secret place (secret_mode "question" or "shared"); None when every student gets their own.
     shared_place: Mapped[int | None] = mapped_column(Integer, nullable=True)
     status: Mapped[str] = mapped_column(String(10), default="open")
     created_at: Mapped[datetime] = mapped_column(DateTime())
