@@ -131,7 +131,7 @@ def score_round(
     *,
     rng: np.random.Generator,
 ) -> tuple[list[dict], dict]:
-    """Score every entry (``secret``, ``reports``, ``guess`` or None) and summarise the round.
+    """Score every entry (``secret``, ``reports``, ``guess`` or None, ``first_guess``) and summarise the round.
 
     Returns
     -------
@@ -139,7 +139,8 @@ def score_round(
         Per entry: ``error_m`` (None without a guess), ``bayes_place``, ``bayes_error_m``, ``rank``. The summary:
         players, guesses, the class's mean, median and best error, the Bayes attacker's mean error on the
         class's very reports and its expected error from the same secret places (m); when two or more entries
-        share one secret place, the class as one attacker too (:func:`pooled_attacker`).
+        share one secret place, the class as one attacker too (:func:`pooled_attacker`); after a second vote
+        (entries with a ``first_guess``), the first vote's guesses, mean and median error, and how many changed.
     """
     d = np.asarray(distance_m, dtype=float)
     scored = []
@@ -167,6 +168,15 @@ def score_round(
         "bayes_expected_m": statistics.fmean(expected[int(e["secret"])] for e in entries) if entries else nan,
         "exact_expectation": int(n_reports) == 1,
     }
+    firsts = [e for e in entries if e.get("first_guess") is not None]
+    if firsts:  # peer instruction's second vote: the first vote's errors, and how many changed their guess
+        first_errors = [float(d[int(e["first_guess"]), int(e["secret"])]) for e in firsts]
+        summary["first_vote_guesses"] = len(firsts)
+        summary["first_vote_mean_m"] = statistics.fmean(first_errors)
+        summary["first_vote_median_m"] = statistics.median(first_errors)
+        summary["n_changed"] = sum(
+            1 for e in firsts if e.get("guess") is not None and int(e["guess"]) != int(e["first_guess"])
+        )
     if len(secrets_) == 1 and len(entries) >= 2:  # a shared place: the class as one attacker
         summary.update(pooled_attacker(prior, matrix, d, entries))
     summary = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in summary.items()}

@@ -22,7 +22,7 @@ import streamlit as st
 from app import state
 from app.figures import charts, game_maps, style, tables
 from app.figures.palette import MECHANISM_COLORS
-from app.game import rounds
+from app.game import room_controls, rounds
 from app.model import lesson_numbers
 from app.model.lesson_numbers import class_as_attacker_sentence
 from app.model.messages import plain_error
@@ -31,10 +31,13 @@ from app.server import lecturer
 from app.widgets import lecturer_sign_in
 from app.widgets.current_view import job_failure
 from panda.execution import JobError
+from panda.repeated import posterior_after
 
 log = logging.getLogger(__name__)
 #: How often the lecturer's screen picks up new guesses, seconds.
 POLL_S = 2.0
+#: The lecturer's timer (one of app.game.room_controls.TIMER_SECONDS), seconds.
+TIMER_S = 60
 MAP_HEIGHT = 500
 #: The join link's origin when the lecturer's own address is not what phones can reach (e.g. localhost).
 PUBLIC_URL_ENV = "PANDA_PUBLIC_URL"
@@ -203,10 +206,16 @@ def _live_map() -> None:
     revealed = cur.get("n_guesses") is not None
     segments, _ = state.road_segments(view[0])
     pooled = cur.get("pooled_place") if revealed else None
+    belief = None
+    if revealed and cur["secret_mode"] == "question" and live.current.get("question_reports"):
+        # The reveal of one question: the Bayes attacker's belief after the room's report, over the room's cloud.
+        belief = posterior_after(inst.prior, _matrix(cur), live.current["question_reports"])
     deck = game_maps.host_deck(
         inst,
         segments,
         guesses=live.guesses,
+        first_guesses=[e["first_guess"] for e in live.entries if e.get("first_guess") is not None],
+        belief=belief,
         entries=live.entries if revealed else None,
         reports=live.current.get("question_reports"),
         pooled_place=pooled,
@@ -217,6 +226,8 @@ def _live_map() -> None:
         "Black: the class's guesses (bigger: more students)"
         + (" · orange: where the reports were made · grey lines: each guess to its truth" if revealed else "")
         + (" · white: the report every phone shows" if live.current.get("question_reports") else "")
+        + (" · grey rings: the first vote" if live.current.get("vote", 1) >= 2 else "")
+        + (" · blue discs: the Bayes attacker's belief after that report" if belief is not None else "")
         + (" · blue ring: the class as one attacker" if pooled is not None else "")
         + f"  \nMap data {net.attribution}"
     )
@@ -230,6 +241,17 @@ def _live_counts() -> None:
     m1.metric("Players", live.n_players)
     m2.metric("Guesses", len(live.guesses))
     m3.metric("Spread", fmt_m(_spread_m(live.guesses)), help="Median road distance from the central guess.")
+    left_s = live.current.get("timer_left_s")
+    if live.current.get("status") == "open" and left_s is not None:
+        st.markdown(f"#### ⏱ {int(left_s)} s left" if left_s > 0 else "#### ⏱ Time is up: guesses are closed")
+    if live.current.get("vote", 1) >= 2:
+        firsts = [e for e in live.entries if e.get("first_guess") is not None]
+        changed = sum(1 for e in firsts if e.get("guess") is not None and e["guess"] != e["first_guess"])
+        then, now = _spread_m([e["first_guess"] for e in firsts]), _spread_m(live.guesses)
+        st.markdown(
+            f"**Second vote**: {changed} of the first vote's {len(firsts)} guesses changed "
+            f"(spread then {fmt_m(then)}, now {fmt_m(now)})."
+        )
 
 
 def _score(rnd, entries: list[dict]) -> tuple[list[dict], dict]:  # noqa: ANN001 (a Round)
@@ -244,6 +266,10 @@ def _act(action: str) -> None:
             rounds.reveal(code, TOKEN, _score)
         elif action == "close":
             rounds.close_round(code, TOKEN)
+        elif action == "vote2":
+            room_controls.second_vote(code, TOKEN)
+        elif action == "timer":
+            room_controls.start_timer(code, TOKEN, TIMER_S)
         elif action == "again":
             eps = float(ss.host_next_eps)
             # A shared round gets a new place (next_round draws it away from the places revealed so far) unless
@@ -306,6 +332,17 @@ with right:
             "Reveal", type="primary", icon=":material/visibility:", on_click=_act, args=("reveal",), width="stretch"
         )
         b2.button("End round", icon=":material/stop_circle:", on_click=_act, args=("close",), width="stretch")
+        b3, b4 = st.columns(2)
+        b3.button(
+            "Vote again",
+            icon=":material/forum:",
+            on_click=_act,
+            args=("vote2",),
+            disabled=cur.get("vote", 1) >= 2,
+            help="Talk to your neighbour, then vote again: the first vote's guesses are kept and shown in grey.",
+            width="stretch",
+        )
+        b4.button(f"Timer {TIMER_S} s", icon=":material/timer:", on_click=_act, args=("timer",), width="stretch")
     elif cur["status"] == "scoring" and cur.get("scoring_stuck"):
         st.warning(
             f"Round {cur['round']}'s scoring stopped before it finished (the server scoring it stopped). "
@@ -331,6 +368,12 @@ with right:
             f"On the class's very reports the Bayes attacker's mean error is {fmt_m(cur.get('bayes_mean_m'))} "
             f"({cur.get('n_guesses')} of {cur.get('n_players')} students guessed)."
         )
+        if cur.get("first_vote_guesses"):
+            st.markdown(
+                f"**Two votes.** The first vote's median error was {fmt_m(cur.get('first_vote_median_m'))} "
+                f"({cur['first_vote_guesses']} guesses); after talking, {fmt_m(cur.get('class_median_m'))}. "
+                f"{cur.get('n_changed', 0)} student{'' if cur.get('n_changed') == 1 else 's'} changed their guess."
+            )
         if cur.get("pooled_n_reports"):
             st.markdown(class_as_attacker_sentence(cur))
     if CONTROLS and cur["status"] != "open":

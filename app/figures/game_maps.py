@@ -25,6 +25,8 @@ __all__ = ["student_deck", "student_legend", "host_deck", "tap_cells", "PLACES",
 
 PLACES = "places"
 REPORT_FILL = [255, 255, 255, 255]
+#: The Bayes attacker's likeliest places drawn on the projector's map at a question's reveal.
+BELIEF_PLACES = 40
 RIM = [20, 20, 20, 255]
 #: A student's markers: radius and outline width, pixels, before and after the reveal. Drawn largest first, so
 #: markers on one place nest as rings (the truth's orange around the Bayes attacker's blue around the white
@@ -238,6 +240,26 @@ def _line(pairs: list[tuple[int, int]], instance: panda.Instance) -> pdk.Layer:
     )
 
 
+def _belief_layer(instance: panda.Instance, belief: np.ndarray) -> pdk.Layer:
+    """The Bayes attacker's likeliest places (:data:`BELIEF_PLACES`) as blue discs, darker and larger where it
+    believes more."""
+    b = np.asarray(belief, dtype=float)
+    top = [int(x) for x in np.argsort(-b)[:BELIEF_PLACES] if b[x] > 0]
+    peak = float(b[top[0]]) if top else 1.0
+    data = [
+        {
+            "p": _pos(instance, x),
+            "c": [*B_COLOR[:3], int(40 + 180 * b[x] / peak)],
+            "l": [*B_COLOR[:3], 0],
+            "r": 4 + 10 * math.sqrt(b[x] / peak),
+            "w": 0,
+            "tooltip": f"Place {x}: the attacker believes {100 * b[x]:.1f} %",
+        }
+        for x in top
+    ]
+    return _markers(data, "belief", radius_px="r", line_px="w", pickable=True)
+
+
 def host_deck(
     instance: panda.Instance,
     segments: list[dict],
@@ -246,6 +268,8 @@ def host_deck(
     entries: list[dict] | None = None,
     shared_place: int | None = None,
     reports: list[int] | None = None,
+    first_guesses: list[int] | None = None,
+    belief: np.ndarray | None = None,
     pooled_place: int | None = None,
     width_px: int = 700,
     height_px: int = 520,
@@ -253,10 +277,13 @@ def host_deck(
     """The lecturer's map: the guesses as a heat cloud and dots as they arrive; after the reveal (``entries`` with
     secrets) the truth.
 
-    ``reports``: a question round's reports (the same on every phone), white; ``pooled_place``: the guess of the
-    class as one attacker (every report pooled), a blue ring.
+    ``reports``: a question round's reports (the same on every phone), white; ``first_guesses``: the first vote's
+    guesses after a second vote, grey rings; ``belief``: ``(K,)`` the Bayes attacker's posterior, blue discs (its
+    likeliest places); ``pooled_place``: the guess of the class as one attacker (every report pooled), a blue ring.
     """
     layers = [roads_layer(segments), *_places(instance, radius_px=2.5, pickable=False)]
+    if belief is not None:
+        layers.append(_belief_layer(instance, belief))
     counts = Counter(int(g) for g in guesses)
     if counts:  # where the room's guesses gather, whatever the dots' overlap
         layers.append(
@@ -291,6 +318,16 @@ def host_deck(
         ]
     elif shared_place is not None and entries is not None:
         marks.append({"p": _pos(instance, shared_place), "c": A_COLOR, "l": REPORT_FILL, "r": 10, "tooltip": "Truth"})
+    marks += [
+        {
+            "p": _pos(instance, g),
+            "c": [0, 0, 0, 0],
+            "l": [110, 110, 110, 255],
+            "r": 9,
+            "tooltip": f"First vote: place {g}",
+        }
+        for g in (first_guesses or [])
+    ]
     outputs = np.asarray(instance.outputs)
     marks += [
         {"p": _pos(instance, int(outputs[j])), "c": REPORT_FILL, "l": RIM, "r": 9, "tooltip": f"The report {n + 1}"}

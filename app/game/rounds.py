@@ -279,7 +279,16 @@ def reveal(
             secret_mode=rnd.secret_mode,
         )
         rows = [
-            (e.id, e.player_id, {"secret": e.secret_place, "reports": list(e.reports), "guess": e.guess_place})
+            (
+                e.id,
+                e.player_id,
+                {
+                    "secret": e.secret_place,
+                    "reports": list(e.reports),
+                    "guess": e.guess_place,
+                    "first_guess": e.first_guess_place,
+                },
+            )
             for e in s.scalars(select(Entry).where(Entry.round_id == rnd.id).order_by(Entry.id))
         ]
     try:  # 2. the scores, outside any transaction
@@ -451,6 +460,8 @@ def guess(code: object, token: object, place: object, *, url: str | None = None)
             )
         if rnd.status == "closed":
             raise GameError(f"The lecturer closed round {rnd.number}: guesses are closed.")
+        if rnd.timer_ends_at is not None and _now() > rnd.timer_ends_at:  # app/game/room_controls.py
+            raise GameError("Time is up: guesses are closed. The lecturer reveals in a moment.")
         n_places = int(game.view[1])
         if isinstance(place, bool) or not isinstance(place, int) or not (0 <= place < n_places):
             raise GameError("That is off the map: tap inside the map, near the place you choose.")
@@ -473,6 +484,8 @@ def _round_row(rnd: Round, *, lecturer: bool = True) -> dict:
         "n_reports": rnd.n_reports,
         "secret_mode": rnd.secret_mode,
         "status": rnd.status,
+        "vote": rnd.vote,
+        "timer_left_s": None if rnd.timer_ends_at is None else max(0.0, (rnd.timer_ends_at - _now()).total_seconds()),
         "shared_place": rnd.shared_place if lecturer or rnd.summary is not None else None,
         "options": rnd.options,
     }
@@ -511,6 +524,7 @@ def _view(s: Session, game: Game, *, lecturer: bool) -> HostView:
         {
             "player": number,
             "guess": e.guess_place,
+            "first_guess": e.first_guess_place,
             **(
                 {"secret": e.secret_place, "error_m": e.error_m, "bayes_error_m": e.bayes_error_m, "rank": e.rank}
                 if shown

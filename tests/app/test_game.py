@@ -485,3 +485,54 @@ def test_a_question_round_shows_every_phone_and_the_projector_the_same_reports(s
         for rnd in s.scalars(select(Round).where(Round.game_id == game.id)):
             seeds.append(rounds._question_seed(game, rnd))
     assert len(set(seeds)) == 2  # a new round, a new draw
+
+
+def test_a_second_vote_keeps_the_first_and_the_reveal_scores_both(small, url):
+    """Peer instruction: the lecturer asks the room to vote again; the first vote's guesses are kept, students
+    change theirs, and the summary states the first vote's errors and how many changed (recomputed here)."""
+    from app.game import room_controls
+
+    inst, _ = small
+    d = inst.d_km * 1000.0
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0, 1, "question", 9), url=url)
+    tokens = [rounds.join(code, url=url) for _ in range(5)]
+    for i, t in enumerate(tokens):
+        rounds.player_view(code, t, _play_draw(small, i), url=url)
+    first = [30, 31, 32, 33]  # the fifth student does not vote the first time
+    for t, g in zip(tokens, first, strict=False):
+        rounds.guess(code, t, g, url=url)
+    assert room_controls.second_vote(code, key, url=url) == 4
+    assert "second vote" in _error(room_controls.second_vote, code, key, url=url)
+    second = [30, 9, 10, 33, 12]  # two change, two keep theirs, the fifth votes now
+    for t, g in zip(tokens, second, strict=True):
+        rounds.guess(code, t, g, url=url)
+    live = rounds.host_view(code, key, url=url)
+    assert live.current["vote"] == 2
+    assert sorted(e["first_guess"] for e in live.entries if e["first_guess"] is not None) == first
+    summary = rounds.reveal(code, key, _score(small), url=url)
+    first_errors = [d[g, 9] for g in first]
+    assert summary["first_vote_guesses"] == 4
+    assert summary["first_vote_median_m"] == pytest.approx(np.median(first_errors))
+    assert summary["first_vote_mean_m"] == pytest.approx(np.mean(first_errors))
+    assert summary["n_changed"] == 2
+    assert summary["class_median_m"] == pytest.approx(np.median([d[g, 9] for g in second]))
+    assert "open round" in _error(room_controls.second_vote, code, key, url=url)
+
+
+def test_the_lecturers_timer_closes_the_guesses(small, url):
+    from app.game import room_controls
+
+    code, key = rounds.open_game(VIEW, rounds.RoundSpec("em", 3.0, 1, "each"), url=url)
+    token = rounds.join(code, url=url)
+    rounds.player_view(code, token, _play_draw(small, 0), url=url)
+    assert "seconds" in _error(room_controls.start_timer, code, key, 7, url=url)
+    assert "seconds" in _error(room_controls.start_timer, code, key, True, url=url)
+    assert "lecturer" in _error(room_controls.start_timer, code, "not-the-key", 60, url=url).lower()
+    room_controls.start_timer(code, key, 60, url=url)
+    left = rounds.room_view(code, url=url).current["timer_left_s"]
+    assert 55 < left <= 60
+    assert rounds.guess(code, token, 4, url=url).startswith("Guess saved")
+    with store.session(url) as s:  # the minute passes
+        s.execute(update(Round).where(Round.game.has(code=code)).values(timer_ends_at=rounds._now()))
+    assert "Time is up" in _error(rounds.guess, code, token, 5, url=url)
+    assert rounds.room_view(code, url=url).current["timer_left_s"] == 0.0

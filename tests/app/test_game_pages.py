@@ -193,3 +193,37 @@ def test_one_question_for_the_room_is_the_default_round(db):
     code = at.query_params["code"]
     assert rounds.host_view(code, lecturer.round_token(code)).current["secret_mode"] == "question"
     assert "one question for the room" in _page_text(at)
+
+
+def test_the_lecturer_asks_for_a_second_vote_and_starts_a_timer_from_the_host_page(db):
+    """The host page's Vote again and Timer buttons: the projector (the room's view) then shows the timer and the
+    second vote's line; the reveal shows both votes' errors."""
+    from app import state
+
+    view = _view()
+    code, key = rounds.open_game(view, rounds.RoundSpec("laplace", 5.0, 1, "question", 3))
+    inst = state.instance(*view)
+    matrix = state.baseline(tuple(view), "laplace", 5.0, ()).matrix
+    tokens = [rounds.join(code) for _ in range(3)]
+    for i, t in enumerate(tokens):
+        rounds.player_view(
+            code, t, lambda v, r: class_round.draw_entry(matrix, inst.prior, 1, 3, rng=np.random.default_rng(0))
+        )
+        rounds.guess(code, t, 40 + i)
+    at = make_app("app_pages/host.py", code=code, key=key)
+    run_ok(at)
+    next(b for b in at.button if b.label == "Vote again").click()
+    at.run()
+    next(b for b in at.button if b.label.startswith("Timer")).click()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert next(b for b in at.button if b.label == "Vote again").disabled
+    rounds.guess(code, tokens[0], 3)  # one student changes their mind
+    room = make_app("app_pages/host.py", code=code, room="1")
+    run_ok(room)
+    text = _page_text(room)
+    assert "s left" in text and "**Second vote**: 1 of the first vote's 3 guesses changed" in text
+    next(b for b in at.button if b.label == "Reveal").click()
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "**Two votes.**" in _page_text(at) and "1 student changed their guess" in _page_text(at)

@@ -73,6 +73,10 @@ class Round(Base):
     #: The one secret place (secret_mode "question" or "shared"); None when every student gets their own.
     shared_place: Mapped[int | None] = mapped_column(Integer, nullable=True)
     status: Mapped[str] = mapped_column(String(10), default="open")
+    #: The vote the room is on: 1, or 2 once the lecturer asked the room to talk and vote again (migration 0004).
+    vote: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    #: When the lecturer's timer runs out: guesses are refused after it; None: no timer (migration 0004).
+    timer_ends_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime())
     revealed_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     #: Filled at the reveal: the class's and the Bayes attacker's errors (see panda.class_round.summary).
@@ -112,6 +116,8 @@ class Entry(Base):
     guess_place: Mapped[int | None] = mapped_column(Integer, nullable=True)
     guessed_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     n_guesses: Mapped[int] = mapped_column(Integer, default=0)
+    #: The guess of the first vote, kept when the lecturer asks for a second one (migration 0004).
+    first_guess_place: Mapped[int | None] = mapped_column(Integer, nullable=True)
     error_m: Mapped[float | None] = mapped_column(Float, nullable=True)
     bayes_place: Mapped[int | None] = mapped_column(Integer, nullable=True)
     bayes_error_m: Mapped[float | None] = mapped_column(Float, nullable=True)
