@@ -686,3 +686,110 @@ def test_taps_at_random_points_of_a_phone_are_saved_guesses_of_the_nearest_place
     finally:
         phone.context.close()
         store.dispose(db_url)
+
+
+def test_a_room_round_with_a_second_vote_the_pooled_attacker_and_the_lecturers_phone(game_server, browser):  # noqa: F811
+    """Issue 39: a projector (the room's view, 1280x720), the lecturer's phone (the host page signed in) and 8
+    students' phones play a round of place A for everyone with 2 reports each. Every tap is a saved guess; the
+    lecturer's phone asks for a second vote, three students change theirs and the projector says so; neither a
+    student who opens the host page's address nor one who opens the presenter view can reveal or start a round;
+    the lecturer's phone reveals, and the projector states the class as one attacker with the numbers recomputed
+    here from the database's reports (the library's exact posterior). Screenshots: test-artifacts/room-*.png."""
+    from app.game import rounds
+    from app.model.lesson_numbers import class_as_attacker_sentence
+    from app.server import lecturer
+    from panda.mechanisms import BASELINES
+    from panda.repeated import posterior_after
+
+    url, db_url = game_server
+    view = ["city:neubrandenburg", 500, 20, 100, 0, "road", 1, "uniform"]
+    inst = _instance(view)
+    os.environ.setdefault(lecturer.LECTURER_KEY_ENV, LECTURER_KEY)
+    code, _ = rounds.open_game(
+        view, rounds.RoundSpec("laplace", 5.0, 2, "shared", 250), host_token_for=lecturer.round_token, url=db_url
+    )
+    projector_ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    projector = projector_ctx.new_page()
+    lecturer_ctx = browser.new_context(**PHONE)
+    lecturer_phone = lecturer_ctx.new_page()
+    phones: list[Phone] = []
+    try:
+        projector.goto(f"{url}/host?code={code}&room=1", wait_until="domcontentloaded")
+        projector.get_by_text("Class round 1: where was").wait_for(timeout=120_000)
+        lecturer_phone.goto(f"{url}/host?code={code}&lecturer={LECTURER_KEY}", wait_until="domcontentloaded")
+        lecturer_phone.get_by_role("button", name="Reveal").wait_for(timeout=120_000)
+        assert projector.get_by_role("button", name="Reveal").count() == 0  # the projector has no controls
+
+        phones = [Phone(browser, url, code, n) for n in range(8)]
+        for phone in phones:
+            _join(phone)
+        taken: set[int] = set()
+        for phone in phones:
+            _wait_round(phone, 1)
+            reports = [
+                int(np.asarray(inst.outputs)[j]) for j in _db_round(db_url, code)["entries"][phone.n + 1]["reports"]
+            ]
+            x = _pick_place(inst, _canvas_box(phone.page), [*reports, 250], taken)
+            taken.add(_guess(phone, inst, x, "Guess saved"))
+        _wait_metric(projector, "Guesses", "8", timeout_s=60)
+        projector.screenshot(path=str(ARTIFACTS / "room-1-first-vote.png"))
+
+        lecturer_phone.get_by_role("button", name="Vote again").click()
+        projector.get_by_text(re.compile(r"Second vote: 0 of the first vote's 8 guesses changed")).wait_for(
+            timeout=60_000
+        )
+        for phone in phones[:3]:
+            reports = [
+                int(np.asarray(inst.outputs)[j]) for j in _db_round(db_url, code)["entries"][phone.n + 1]["reports"]
+            ]
+            x = _pick_place(inst, _canvas_box(phone.page), [*reports, 250], taken)
+            taken.add(_guess(phone, inst, x, "Guess changed"))
+        projector.get_by_text(re.compile(r"Second vote: 3 of the first vote's 8 guesses changed")).wait_for(
+            timeout=60_000
+        )
+        projector.screenshot(path=str(ARTIFACTS / "room-2-second-vote.png"))
+
+        # A student who opens the projector's address, and one who opens the presenter view: no control.
+        curious = phones[3].context.new_page()
+        curious.goto(f"{url}/host?code={code}", wait_until="domcontentloaded")
+        curious.get_by_text("Class round 1: where was").wait_for(timeout=90_000)
+        _wait_idle(curious, timeout_s=60)
+        assert curious.get_by_role("button", name="Reveal").count() == 0
+        assert curious.get_by_role("button", name="Vote again").count() == 0
+        curious.goto(f"{url}/?present=1", wait_until="domcontentloaded")
+        curious.get_by_role("button", name="Class round").wait_for(timeout=120_000)
+        curious.get_by_role("button", name="Class round").click()
+        curious.get_by_text("Lecturer only: start a class round").wait_for(timeout=30_000)
+        assert curious.get_by_role("button", name="Start a round").count() == 0
+        curious.close()
+
+        lecturer_phone.get_by_role("button", name="Reveal").click()
+        projector.get_by_text("The class as one attacker.").wait_for(timeout=120_000)
+        _wait_idle(projector, timeout_s=60)
+        rnd = _db_round(db_url, code)
+        summary = rnd["summary"]
+        matrix = BASELINES["laplace"](inst, 5.0).matrix
+        d = inst.d_km * 1000.0
+        everything = [y for e in rnd["entries"].values() for y in e["reports"]]
+        pooled = int(np.argmin(posterior_after(inst.prior, matrix, everything) @ d))
+        assert len(everything) == 16 and summary["pooled_n_reports"] == 16
+        assert summary["pooled_place"] == pooled and summary["pooled_error_m"] == pytest.approx(d[pooled, 250])
+        assert summary["first_vote_guesses"] == 8 and summary["n_changed"] == 3
+        shown = projector.inner_text("body")
+        row = {**summary, "epsilon_per_km": 5.0}
+        assert class_as_attacker_sentence(row).replace("**", "") in shown
+        assert "Two votes." in shown and "3 students changed their guess" in shown
+        projector.screenshot(path=str(ARTIFACTS / "room-3-reveal.png"))
+        lecturer_phone.screenshot(path=str(ARTIFACTS / "room-lecturer-phone.png"))
+        phones[0].page.get_by_text("Revealed.").wait_for(timeout=60_000)
+        phones[0].page.screenshot(path=str(ARTIFACTS / "room-student-phone.png"))
+        for phone in phones:
+            phone.check_clean()
+    finally:
+        for phone in phones:
+            phone.context.close()
+        projector_ctx.close()
+        lecturer_ctx.close()
+        from app.server.db import store
+
+        store.dispose(db_url)
