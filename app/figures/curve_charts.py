@@ -33,7 +33,8 @@ the LP's bounds, what the attacker's error leaves out for PAnDA).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -92,6 +93,8 @@ _KEY_TEXT = {
     "not audited": "not audited (sampled estimate)",
 }
 _GREY = "#6b6b6b"
+#: The ``name`` of the annotations that label a shown line at its right end.
+DIRECT_LABEL_NAME = "line label"
 
 
 def _audit_state(row: Mapping) -> str:
@@ -205,6 +208,7 @@ def _add_metric(
             meta = {"method": method, "metric": metric}
             if scope is not None:
                 meta["scope"] = scope
+            tint = color if scope in (None, "users") else _lighter(color)  # PAnDA's two loss lines told apart
             fig.add_trace(
                 go.Scatter(
                     x=xs,
@@ -214,8 +218,8 @@ def _add_metric(
                     legendgroup=method if scope is None else f"{method}: {scope}",
                     showlegend=show_legend,
                     connectgaps=False,
-                    line={"color": color, "width": 2, "dash": dash},
-                    marker={"symbol": symbols, "size": 10, "color": color, "line": {"color": color, "width": 2}},
+                    line={"color": tint, "width": 2, "dash": dash},
+                    marker={"symbol": symbols, "size": 10, "color": tint, "line": {"color": tint, "width": 2}},
                     customdata=custom,
                     hovertext=hover,
                     hovertemplate="%{hovertext}<extra></extra>",
@@ -225,6 +229,58 @@ def _add_metric(
             )
         if method == "lp" and metric == "loss":
             add_lp_bound(fig, pts, label, color, where, show_legend)
+
+
+def _lighter(color: str, share: float = 0.45) -> str:
+    """``color`` (hex) mixed with ``share`` of white."""
+    rgb = [int(color.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4)]
+    return "#" + "".join(f"{round(c + (255 - c) * share):02x}" for c in rgb)
+
+
+def wide_range(rows: Sequence[Mapping], methods: Collection[str], ratio: float = 10.0) -> bool:
+    """Whether the values of ``methods``' lines span more than ``ratio`` (then a log axis keeps them readable)."""
+    keys = {METRICS[m][0] for m in METRICS} | {key for key, _, _ in PANDA_SCOPES.values()}
+    values = [
+        float(r[k])
+        for r in rows
+        if r.get("method") in methods and r.get("outcome", "solved") == "solved"
+        for k in keys
+        if is_finite_number(r.get(k)) and float(r[k]) > 0
+    ]
+    return bool(values) and max(values) / min(values) > ratio
+
+
+def _show_only(fig: go.Figure, shown: Collection[str]) -> None:
+    """Lines of ``shown`` drawn and labelled at their right end; the others one legend click away."""
+    for trace in fig.data:
+        meta = trace.meta or {}
+        if meta.get("kind") == "key" or "method" not in meta:
+            continue
+        if meta["method"] not in shown:
+            trace.visible = "legendonly"
+            continue
+        points = [(x, y) for x, y in zip(trace.x, trace.y, strict=True) if y is not None and math.isfinite(y)]
+        if not points or meta.get("kind"):
+            continue
+        x, y = points[-1]
+        fig.add_annotation(
+            x=math.log10(x) if fig.layout[_axis_name(trace.xaxis or "x")].type == "log" else x,
+            y=math.log10(y) if fig.layout[_axis_name(trace.yaxis or "y")].type == "log" else y,
+            xref=trace.xaxis or "x",
+            yref=trace.yaxis or "y",
+            text=trace.name,
+            showarrow=False,
+            xanchor="right",
+            yanchor="bottom",
+            yshift=6,
+            font={"color": trace.line.color, "size": 12},
+            name=DIRECT_LABEL_NAME,
+        )
+
+
+def _axis_name(ref: str) -> str:
+    """``"y2"`` -> ``"yaxis2"`` (a trace's axis reference to the layout's key)."""
+    return ref[0] + "axis" + ref[1:]
 
 
 def _add_key(fig: go.Figure, states: set[str], where: dict) -> None:
@@ -268,6 +324,7 @@ def tradeoff_figure(
     height: int = 380,
     labels: Mapping[str, str] | None = None,
     log_y: bool = False,
+    shown: Collection[str] | None = None,
 ) -> go.Figure:
     """The privacy-utility curve of :func:`panda.tradeoff.tradeoff_curve` rows.
 
@@ -289,6 +346,9 @@ def tradeoff_figure(
         Mechanism names overriding :data:`LABELS` (e.g. the lesson's short labels).
     log_y
         Logarithmic y axes (losses from ~20 m to ~2 km on one chart).
+    shown
+        The mechanisms drawn (each line labelled by name at its right end); the others are in the legend, one
+        click away (``trace.visible == "legendonly"``). ``None``: every line drawn, none labelled.
 
     Returns
     -------
@@ -315,6 +375,8 @@ def tradeoff_figure(
     note = _missing_lp_note(rows)
     if note:
         _add_note(fig, note, stacked=stacked)
+    if shown is not None:
+        _show_only(fig, set(shown))
     fig.update_layout(
         height=height,
         margin={"l": 10, "r": 10, "t": 30, "b": 60 if note else 10},

@@ -108,6 +108,7 @@ def repeated_figure(
             mode="lines",
             name=f"{label}, re-sent",
             legendgroup=label,
+            showlegend=False,  # one key entry says what dashed means (8 entries scrolled over half the chart)
             line={"color": color, "width": 2, "dash": "dash"},
             hovertemplate=(
                 f"{label}, the first report re-sent<br>%{{x}} report(s)<br>attacker's error %{{y:,.0f}} m (exact)"
@@ -119,6 +120,15 @@ def repeated_figure(
             max(e + b for e, b in zip(res.error_m, bars, strict=True)),
             max(res.defence_error_m),
         )
+    fig.add_scatter(
+        x=[None],
+        y=[None],
+        mode="lines",
+        name="dashed: the first report re-sent",
+        line={"color": "#6b6b6b", "width": 2, "dash": "dash"},
+        legendgroup="key",
+        hoverinfo="skip",
+    )
     k_max = max(max(r.ks) for r in results)
     fig.update_layout(
         height=int(height),

@@ -69,7 +69,11 @@ def curve_tab(params: Params, mech_key: str, eps: float, exports: dict) -> None:
     rows = job.result(on_progress)
     bar.empty()
     labels = {k: v[0] for k, v in lesson_numbers.MECHANISMS.items()}
-    fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=640, labels=labels)
+    # The shown mechanism and planar Laplace (and the optimum, when asked for) drawn and named; the rest one
+    # legend click away; a log axis when an outlier would flatten the others.
+    shown = {mech_key, "laplace"} | ({"lp"} if with_lp else set())
+    log_y = curve_charts.wide_range(rows, shown)
+    fig = curve_charts.tradeoff_figure(rows, eps, metric="both", height=640, labels=labels, shown=shown, log_y=log_y)
     # A narrow column: the legend goes under the panels, the panels get the width. y = -0.1 touched the
     # axis title "ε (1/km)" on a 390-px phone (the tick labels and title take about 55 px of the 640).
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.14, "x": 0, "font": {"size": 11}})
@@ -79,7 +83,8 @@ def curve_tab(params: Params, mech_key: str, eps: float, exports: dict) -> None:
         "Each point is one mechanism built at that ε on these places. Top: the average error of a report "
         f"({params.loss_label}); "
         "bottom: the best attacker's average error. Filled: the exact check passed; hollow: it failed. "
-        "**Click a point to move ε there.**"
+        + ("The error axes are logarithmic (the lines span more than ×10). " if log_y else "")
+        + "Other mechanisms: click their names in the legend. **Click a point to move ε there.**"
     )
     for note in curve_charts.tradeoff_notes(rows, labels=labels):
         st.caption(note)

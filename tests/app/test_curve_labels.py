@@ -91,3 +91,29 @@ def test_labels_only_where_the_lp_did_not_solve():
     texts = [a.text for a in fig.layout.annotations if a.name == curve_charts.BOUND_LABEL_NAME]
     assert [t.split(":")[0] for t in texts] == ["▲ ε = 0.5", "▲ ε = 2", "▲ ε = 3.5", "▲ ε = 10", "▲ ε = 50"]
     assert not _label_boxes(tradeoff_figure([r for r in rows if r["method"] == "em"], 5.0))
+
+
+def test_the_shown_lines_are_named_at_their_end_and_the_rest_one_click_away():
+    """Issue 39 item 9: the shown mechanisms are drawn and labelled at their last point (in the axes' own units:
+    log10 on a log axis); the others wait in the legend; PAnDA's two loss lines differ in colour, not only in
+    dash; a log error axis when the lines span more than x10."""
+    import math
+
+    rows = []
+    for e in EPS:
+        rows.append({"method": "em", "epsilon_per_km": e, "outcome": "solved", "loss_m": 2000 / e,
+                     "adversary_error_m": 1500 / e, "audited": True, "audit_passed": True})  # fmt: skip
+        rows.append({"method": "panda-e", "epsilon_per_km": e, "outcome": "solved", "loss_m": 4600.0,
+                     "users_loss_m": 500 / e, "adversary_error_m": 1000.0, "audited": True,
+                     "audit_passed": False})  # fmt: skip
+    assert curve_charts.wide_range(rows, {"panda-e"}) and not curve_charts.wide_range(rows[:1], {"em"})
+    fig = tradeoff_figure(rows, 5.0, metric="both", shown={"panda-e"}, log_y=True)
+    lines = [t for t in fig.data if (t.meta or {}).get("method")]
+    assert {t.name for t in lines if t.visible == "legendonly"} == {"EM"}
+    panda_loss = {t.meta["scope"]: t.line.color for t in lines if t.meta.get("scope") and t.meta["metric"] == "loss"}
+    assert panda_loss["users"] != panda_loss["every place"]
+    labels = [a for a in fig.layout.annotations if a.name == curve_charts.DIRECT_LABEL_NAME]
+    assert sorted(a.text for a in labels) == sorted(t.name for t in lines if t.visible != "legendonly")
+    users = next(a for a in labels if a.text.endswith("at its users"))
+    assert users.x == pytest.approx(math.log10(EPS[-1])) and users.y == pytest.approx(math.log10(500 / EPS[-1]))
+    assert not [a for a in tradeoff_figure(rows, 5.0).layout.annotations if a.name == curve_charts.DIRECT_LABEL_NAME]

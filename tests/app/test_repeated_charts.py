@@ -31,7 +31,19 @@ def two_results():
 
 def test_figure_draws_each_mechanism_and_its_defence(two_results):
     fig = repeated_figure(two_results, labels=["Sharp", "Blunt"], height=420)
-    assert [t.name for t in fig.data] == ["Sharp", "Sharp, re-sent", "Blunt", "Blunt, re-sent"]
+    assert [t.name for t in fig.data] == [
+        "Sharp",
+        "Sharp, re-sent",
+        "Blunt",
+        "Blunt, re-sent",
+        "dashed: the first report re-sent",
+    ]
+    # The legend: one entry per mechanism and one key for the dashed lines (issue 39 item 9), not two each.
+    assert [t.name for t in fig.data if t.showlegend is not False] == [
+        "Sharp",
+        "Blunt",
+        "dashed: the first report re-sent",
+    ]
     for i, res in enumerate(two_results):
         est, defence = fig.data[2 * i], fig.data[2 * i + 1]
         assert list(est.x) == list(res.ks)
@@ -75,9 +87,9 @@ def test_figure_takes_the_mechanisms_colours(two_results):
     colors = [MECHANISM_COLORS["em"], MECHANISM_COLORS["laplace"]]
     fig = repeated_figure(two_results, labels=["EM", "Laplace"], colors=colors)
     # Each mechanism's line and its re-sent line share the mechanism's colour.
-    assert [t.line.color for t in fig.data] == [colors[0], colors[0], colors[1], colors[1]]
+    assert [t.line.color for t in fig.data[:-1]] == [colors[0], colors[0], colors[1], colors[1]]  # (last: the key)
     plain = repeated_figure(two_results, labels=["EM", "Laplace"])
-    assert {t.line.color for t in plain.data} <= set(OKABE_ITO.values())  # colour-blind-safe by default
+    assert {t.line.color for t in plain.data[:-1]} <= set(OKABE_ITO.values())  # colour-blind-safe by default
     with pytest.raises(ValueError, match="one colour per result"):
         repeated_figure(two_results, labels=["EM", "Laplace"], colors=colors[:1])
 
