@@ -19,8 +19,9 @@ from app.model import export_files, lesson_numbers
 from app.model.messages import plain
 from app.model.page_links import LESSON_TABS
 from app.model.panda_numbers import fmt_m, fmt_pct
-from app.model.params import to_config
+from app.model.params import LOSS_SHORT, to_config
 from app.widgets import current_view, export_menu, lesson_tabs, mechanism_rows, round_starter
+from panda.class_round import expected_bayes_error_m
 from panda.repeated import posterior_after
 
 MAP_HEIGHT = 540
@@ -218,6 +219,12 @@ else:
         else "place pairs: they are more distinguishable than ε allows (exact check)."
     )
 m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_help)
+if rows.matrix is not None:  # the two scopes side by side: one place, and the city's average (issue 39 item 6)
+    adv_a = expected_bayes_error_m(inst.prior, rows.matrix, pa, 1, inst.d_km * 1000.0, rng=np.random.default_rng(0))
+    scopes = lesson_numbers.scope_table(
+        (err_a, adv_a), (num.get("loss_m", float("nan")), adv), LOSS_SHORT[params.resolved_loss]
+    )
+    right.markdown(scopes)
 
 
 if presenting:

@@ -315,3 +315,13 @@ def class_as_attacker_sentence(row: dict) -> str:
         f"average from one phone's reports. With the re-send defence (each phone repeats its first report) the class "
         f"pools {n_first} reports, not {n_all}: its guess lands {fmt_m(row['resend_error_m'])} away."
     )
+
+
+def scope_table(at_a: tuple[float, float], city: tuple[float, float], loss_short: str) -> str:
+    """The Lesson's numbers by scope (markdown): rows *at A* and *city average*, each with the report's error
+    (under the loss, named) and the best attacker's error; ``at_a`` and ``city`` are (report's, attacker's), m."""
+    return (
+        f"| | report's error ({loss_short}) | attacker's error |\n|---|---:|---:|\n"
+        f"| at A | {fmt_m(at_a[0])} | {fmt_m(at_a[1])} |\n"
+        f"| city average | {fmt_m(city[0])} | {fmt_m(city[1])} |"
+    )

@@ -420,3 +420,29 @@ def test_the_optimal_mechanism_on_a_small_view():
     assert metric(at, "Error at A").endswith(" m")
     notes = [c.value for c in at.caption if "not proven optimal" in c.value]
     assert not notes or "no mechanism can go below" in notes[0]
+
+
+def test_the_numbers_say_their_scope_at_a_and_over_the_city():
+    """Issue 39 item 6: rows "at A" and "city average", each with the report's error (its loss named) and the best
+    attacker's, recomputed here from the library: A's row of planar Laplace's matrix, the attacker's exact expected
+    error when the truth is A (a sum over the reports A can make), the mechanism's prior-weighted loss and the
+    exact audit's attacker."""
+    from app.model.panda_numbers import fmt_m
+    from panda.audit import adversary_error_m
+    from panda.mechanisms import BASELINES
+
+    at = run_ok(make_app())
+    inst = panda.make_instance(
+        panda.load_city("neubrandenburg"), n_records=200, n_users=12, n_outputs=50, seed=0, loss="road"
+    )
+    mech = BASELINES["laplace"](inst, 5.0)
+    p, d = mech.matrix, inst.d_km * 1000.0
+    a = at.session_state["lesson_a"]
+    attacker_at_a = 0.0
+    for y in np.flatnonzero(p[a] > 0):  # the attacker's guess for each report A can make, weighted by its chance
+        post = inst.prior * p[:, y] / (inst.prior @ p[:, y])
+        attacker_at_a += p[a, y] * d[int(np.argmin(post @ d)), a]
+    table = next(m.value for m in at.markdown if m.value.startswith("| | report's error (road distance)"))
+    assert f"| at A | {fmt_m(float(p[a] @ inst.cost_m[a]))} | {fmt_m(attacker_at_a)} |" in table
+    city = f"| city average | {fmt_m(float(inst.prior @ (p * inst.cost_m).sum(axis=1)))} | "
+    assert city + f"{fmt_m(adversary_error_m(p, inst.prior, d))} |" in table
