@@ -241,7 +241,7 @@ def render(*, page_loss: str = DEFAULT_PAGE_LOSS, fold_expert: bool = False) -> 
         )
         net = network_controls.render()
         st.caption(f"{net.n_nodes:,} nodes, {net.n_edges:,} road segments. {panda.OSM_ATTRIBUTION}")
-        _instance_controls(net, page_loss)
+        _instance_controls(net, page_loss, fold_expert=fold_expert)
         with st.expander("Expert settings: PAnDA's parameters") if fold_expert else st.container():
             _panda_controls()
             _lower_bound_controls()
@@ -251,8 +251,9 @@ def render(*, page_loss: str = DEFAULT_PAGE_LOSS, fold_expert: bool = False) -> 
     return _params_from_widgets(page_loss)
 
 
-def _instance_controls(net: panda.RoadNetwork, page_loss: str) -> None:
-    """The instance: how many records, users and outputs, the seed, the loss and the prior."""
+def _instance_controls(net: panda.RoadNetwork, page_loss: str, *, fold_expert: bool = False) -> None:
+    """The instance: how many records, users and outputs, the seed, the loss and the prior (``fold_expert``:
+    users, outputs and seed under a closed expander, as on the Lesson)."""
     ss = st.session_state
     st.header("Instance")
     k_max = int(min(RANGES["n_records"][1], net.n_nodes))
@@ -267,6 +268,32 @@ def _instance_controls(net: panda.RoadNetwork, page_loss: str) -> None:
     )
     _clamp("w_N", 2, min(RANGES["n_users"][1], ss.w_K))
     _clamp("w_M", 1, min(RANGES["n_outputs"][1], ss.w_K))
+    with st.expander("Expert settings: users, outputs, seed") if fold_expert else st.container():
+        _draw_controls()
+    st.selectbox(
+        "Loss (what a report costs)",
+        list(LOSS_OPTIONS),
+        key="w_loss",
+        format_func=lambda k: LOSS_OPTIONS[k] + (f" ({LOSS_SHORT[page_loss]})" if k == "auto" else ""),
+        help=_loss_help(page_loss),
+    )
+    resolved = page_loss if ss.w_loss == "auto" else ss.w_loss
+    if resolved == "task":
+        st.number_input(
+            "Tasks in the task cost",
+            min_value=int(RANGES["n_tasks"][0]),
+            max_value=int(RANGES["n_tasks"][1]),
+            step=1,
+            key="w_tasks",
+            help="How many tasks (random places a service sends people to) the task cost averages over. "
+            "The paper uses one.",
+        )
+    _prior_controls(net)
+
+
+def _draw_controls() -> None:
+    """How many users and outputs are drawn, and the seed of the draws."""
+    ss = st.session_state
     c1, c2 = st.columns(2)
     c1.number_input(
         "Users N",
@@ -292,25 +319,6 @@ def _instance_controls(net: panda.RoadNetwork, page_loss: str) -> None:
         key="w_seed",
         help="Random seed of the records, users and anchor draws: the same seed gives the same view.",
     )
-    st.selectbox(
-        "Loss (what a report costs)",
-        list(LOSS_OPTIONS),
-        key="w_loss",
-        format_func=lambda k: LOSS_OPTIONS[k] + (f" ({LOSS_SHORT[page_loss]})" if k == "auto" else ""),
-        help=_loss_help(page_loss),
-    )
-    resolved = page_loss if ss.w_loss == "auto" else ss.w_loss
-    if resolved == "task":
-        st.number_input(
-            "Tasks in the task cost",
-            min_value=int(RANGES["n_tasks"][0]),
-            max_value=int(RANGES["n_tasks"][1]),
-            step=1,
-            key="w_tasks",
-            help="How many tasks (random places a service sends people to) the task cost averages over. "
-            "The paper uses one.",
-        )
-    _prior_controls(net)
 
 
 def _panda_controls() -> None:

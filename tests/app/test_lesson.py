@@ -446,3 +446,18 @@ def test_the_numbers_say_their_scope_at_a_and_over_the_city():
     assert f"| at A | {fmt_m(float(p[a] @ inst.cost_m[a]))} | {fmt_m(attacker_at_a)} |" in table
     city = f"| city average | {fmt_m(float(inst.prior @ (p * inst.cost_m).sum(axis=1)))} | "
     assert city + f"{fmt_m(adversary_error_m(p, inst.prior, d))} |" in table
+
+
+def test_the_lessons_sidebar_folds_the_research_controls():
+    """Issue 39 item 7: on the Lesson (and the guided lesson) users, outputs, seed and PAnDA's parameters wait under
+    closed "Expert settings"; the places K, the loss and the prior stay in view. The PAnDA page shows them all."""
+    at = run_ok(make_app())
+    folded = {e.label: e for e in at.sidebar.expander}
+    users = folded["Expert settings: users, outputs, seed"]
+    assert {n.key for n in users.number_input} == {"w_N", "w_M", "w_seed"}
+    assert "Expert settings: PAnDA's parameters" in folded
+    assert "w_K" in {n.key for n in at.sidebar.number_input} and "w_K" not in {n.key for n in users.number_input}
+    at.switch_page("app_pages/explore.py")
+    run_ok(at)
+    assert not [e for e in at.sidebar.expander if e.label.startswith("Expert settings")]
+    assert {"w_N", "w_M", "w_seed"} <= {n.key for n in at.sidebar.number_input}
