@@ -180,6 +180,13 @@ with right:
         st.warning(rows.problem)
     if rows.note:
         st.caption(rows.note)
+    if rows.optimum_ready:
+        st.button(
+            "Show the optimum",
+            icon=":material/auto_awesome:",
+            on_click=mechanism_rows.show_the_optimum,
+            args=(params, eps),
+        )
 pa, pb = rows.shown_a, rows.shown_b
 
 
@@ -425,7 +432,7 @@ with download_slot, current_view.guarded("The downloads"):
 
 
 # ---------------------------------------------------------------------------------------------
-# The optimal LP improving in the background: rerun the page when its full solve is done.
+# The optimal LP improving in the background: rerun the page when its full solve is done (the page then offers it).
 _pending = mechanism_rows.pending_lp_job(params, eps)
 if mech_key == "lp" and _pending is not None and not _pending.done():
 

@@ -77,6 +77,9 @@ class MechanismRows:
     note: str | None = None
     numbers: dict = field(default_factory=dict)
     estimated: bool = False
+    #: The optimal LP's background solve is done while the page still shows the first mechanism: the page offers
+    #: it (:func:`show_the_optimum`) rather than changing its numbers by itself.
+    optimum_ready: bool = False
 
 
 def _lp_jobs() -> dict:
@@ -104,6 +107,11 @@ def _start_lp_job(params: Params, eps: float) -> bool:
     return st.session_state.lesson_lp_settled
 
 
+def show_the_optimum(params: Params, epsilon_per_km: float) -> None:
+    """The lecturer asked for the finished optimum of this view and ε (a button's callback)."""
+    st.session_state.setdefault("lesson_lp_accepted", set()).add((params.instance_key, float(epsilon_per_km)))
+
+
 def lp_full_done(job: page_jobs.Job | None) -> bool:
     """Whether the background solve ``job`` finished with a mechanism (a failed one: the first stays, and says so)."""
     if job is None or not job.done():
@@ -118,12 +126,14 @@ def lp_full_done(job: page_jobs.Job | None) -> bool:
 def _lp_options(params: Params, eps: float) -> tuple:
     """The optimal LP's options for this run.
 
-    Its first certified mechanism (LIVE_FIRST_S), or the background solve's once that is done (cached, so at
-    once), or at once when the result store already holds the optimum (another session or server solved it, or
-    the lecture was prepared): this process's cache of the first mechanism must not hide it.
+    Its first certified mechanism (LIVE_FIRST_S), or the background solve's once that is done and the page was
+    asked to show it (:func:`show_the_optimum`; cached, so at once), or at once when the result store already
+    holds the optimum (another session or server solved it, or the lecture was prepared): this process's cache
+    of the first mechanism must not hide it.
     """
     job = pending_lp_job(params, eps)
-    if lp_full_done(job):
+    # No number changes by itself: the finished solve replaces the first mechanism only when asked for.
+    if lp_full_done(job) and (params.instance_key, float(eps)) in st.session_state.get("lesson_lp_accepted", ()):
         return LIVE_FULL_OPTIONS
     if job is None and state.kept_mechanism(params.instance_key, "lp", eps, LIVE_FULL_OPTIONS):
         return LIVE_FULL_OPTIONS
@@ -234,7 +244,8 @@ def _solved_note(choice: LessonChoice, mech: object, options: tuple) -> str | No
             "The background solve could not finish here (the server is busy or the job was stopped), so this "
             "mechanism stays."
             if failed
-            else "**Improving in the background** to a gap of 0.5 %: the map and the numbers update by themselves."
+            else "**Improving in the background** to a gap of 0.5 %: when it is done, a button here offers it "
+            "(the numbers never change by themselves)."
         )
         if finite:
             note = (
@@ -273,6 +284,10 @@ def _baseline_rows(choice: LessonChoice, n_places: int) -> MechanismRows:
     out.matrix = mech.matrix
     out.row_a, out.row_b = mech.matrix[choice.place_a], mech.matrix[choice.place_b]
     out.note = _solved_note(choice, mech, options)
+    out.optimum_ready = key == "lp" and options != LIVE_FULL_OPTIONS and lp_full_done(pending_lp_job(params, eps))
+    if out.optimum_ready:  # nothing more to wait for: the page offers it, and does not rerun itself
+        st.session_state.lesson_lp_settled = True
+        out.note = f"{label}: **the optimum is ready.** The numbers shown are still the first mechanism's."
     out.estimated = bool(isinstance(mech.details, dict) and mech.details.get("estimated"))
     return out
 
