@@ -228,7 +228,7 @@ else:
 m3.metric("Geo-ind.", verdict, help="ε-geo-indistinguishability. " + verdict_help)
 if rows.matrix is not None:  # the two scopes side by side: one place, and the city's average (issue 39 item 6)
     adv_a = expected_bayes_error_m(inst.prior, rows.matrix, pa, 1, inst.d_km * 1000.0, rng=np.random.default_rng(0))
-    scopes = lesson_numbers.scope_table(
+    scopes = lesson_numbers.scope_lines(
         (err_a, adv_a), (num.get("loss_m", float("nan")), adv), LOSS_SHORT[params.resolved_loss]
     )
     right.markdown(scopes)

@@ -317,11 +317,12 @@ def class_as_attacker_sentence(row: dict) -> str:
     )
 
 
-def scope_table(at_a: tuple[float, float], city: tuple[float, float], loss_short: str) -> str:
-    """The Lesson's numbers by scope (markdown): rows *at A* and *city average*, each with the report's error
-    (under the loss, named) and the best attacker's error; ``at_a`` and ``city`` are (report's, attacker's), m."""
+def scope_lines(at_a: tuple[float, float], city: tuple[float, float], loss_short: str) -> str:
+    """The Lesson's numbers by scope (two markdown lines, short enough for the first screen): *at A* and *city
+    average*, each with the report's error (under the loss, named) and the best attacker's error; ``at_a`` and
+    ``city`` are (report's, attacker's), m."""
     return (
-        f"| | report's error ({loss_short}) | attacker's error |\n|---|---:|---:|\n"
-        f"| at A | {fmt_m(at_a[0])} | {fmt_m(at_a[1])} |\n"
-        f"| city average | {fmt_m(city[0])} | {fmt_m(city[1])} |"
+        f"**At A:** report's error {fmt_m(at_a[0])}, attacker's {fmt_m(at_a[1])}  \n"
+        f"**City average:** report's error {fmt_m(city[0])}, attacker's {fmt_m(city[1])} "
+        f"(report's error: {loss_short})"
     )

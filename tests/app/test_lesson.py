@@ -442,10 +442,10 @@ def test_the_numbers_say_their_scope_at_a_and_over_the_city():
     for y in np.flatnonzero(p[a] > 0):  # the attacker's guess for each report A can make, weighted by its chance
         post = inst.prior * p[:, y] / (inst.prior @ p[:, y])
         attacker_at_a += p[a, y] * d[int(np.argmin(post @ d)), a]
-    table = next(m.value for m in at.markdown if m.value.startswith("| | report's error (road distance)"))
-    assert f"| at A | {fmt_m(float(p[a] @ inst.cost_m[a]))} | {fmt_m(attacker_at_a)} |" in table
-    city = f"| city average | {fmt_m(float(inst.prior @ (p * inst.cost_m).sum(axis=1)))} | "
-    assert city + f"{fmt_m(adversary_error_m(p, inst.prior, d))} |" in table
+    lines = next(m.value for m in at.markdown if m.value.startswith("**At A:**"))
+    assert f"**At A:** report's error {fmt_m(float(p[a] @ inst.cost_m[a]))}, attacker's {fmt_m(attacker_at_a)}" in lines
+    city = f"**City average:** report's error {fmt_m(float(inst.prior @ (p * inst.cost_m).sum(axis=1)))}, "
+    assert city + f"attacker's {fmt_m(adversary_error_m(p, inst.prior, d))} (report's error: road distance)" in lines
 
 
 def test_the_lessons_sidebar_folds_the_research_controls():
