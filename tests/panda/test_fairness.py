@@ -122,6 +122,16 @@ def test_a_session_has_at_most_a_few_jobs_in_flight(executor):
     assert executor.jobs_of("many") == 0
 
 
+def _block_the_long_worker(executor, tag: str):
+    """A long job holding the long worker for 2.5 s (the jobs after it queue in the order under test)."""
+    blocker = executor.submit(started_at, 2.5, tag, priority=LOW)
+    deadline = time.monotonic() + 60
+    while not any(f.started is not None for f in executor._flights.all() if f.base.startswith("started_at")):
+        assert time.monotonic() < deadline, "the blocking job did not start"
+        time.sleep(0.05)
+    return blocker
+
+
 def test_sessions_are_served_in_turn(executor):
     """A session asks for three long jobs, then another session for one: the other session's first job
     starts before the first session's second and third (first come, first served would start it last).
@@ -129,11 +139,7 @@ def test_sessions_are_served_in_turn(executor):
     Long jobs all wait for the one worker with the ``long`` resource, whose queue Dask orders by priority
     (an interactive job is handed to a worker when it is submitted, so its order is the worker's choice).
     """
-    blocker = executor.submit(started_at, 2.5, "turn-block", priority=LOW)
-    deadline = time.monotonic() + 60
-    while not any(f.started is not None for f in executor._flights.all() if f.base.startswith("started_at")):
-        assert time.monotonic() < deadline, "the blocking job did not start"
-        time.sleep(0.05)
+    blocker = _block_the_long_worker(executor, "turn-block")
     hog = []
     for k in range(3):
         hog.append(in_thread(executor.run, started_at, 0.3, f"hog-{k}", timeout_s=60, priority=LOW, owner="hog"))
@@ -151,11 +157,7 @@ def test_addresses_are_served_in_turn(executor):
     """Three tabs of one address ask for a long job each (three sessions, one address), then a session of
     another address asks for one: its job starts before the address's second and third, as a session's
     first goes before another session's second (test_sessions_are_served_in_turn)."""
-    blocker = executor.submit(started_at, 2.5, "address-block", priority=LOW)
-    deadline = time.monotonic() + 60
-    while not any(f.started is not None for f in executor._flights.all() if f.base.startswith("started_at")):
-        assert time.monotonic() < deadline, "the blocking job did not start"
-        time.sleep(0.05)
+    blocker = _block_the_long_worker(executor, "address-block")
     tabs = []
     for k in range(3):
         tabs.append(
