@@ -30,8 +30,11 @@ h4 { padding-top: 0.1rem; }
 #: WCAG AA contrast (4.5:1 for small text, found by axe-core, tests/browser/test_browser_a11y.py): Streamlit's
 #: captions are the text colour at opacity 0.6, #828180 on white (3.9:1); ours are opaque #5e5d5c
 #: (6.5:1 on white, 5.9:1 on the sidebar's grey); a selected segmented-control option or pill
-#: is #c53948 on its 10 % tint (4.47:1), it becomes #a32a38 (6.2:1).
+#: is #c53948 on its 10 % tint (4.47:1), it becomes #a32a38 (6.2:1); a button's keyboard shortcut hint (the
+#: guided lesson's Page Down) is drawn faded (white at 0.6 on the primary red, 2.7:1): it takes the button's own
+#: text colour.
 _CONTRAST = """
+button kbd[aria-label^="Shortcut"] { color: inherit; opacity: 1; }
 [data-testid="stCaptionContainer"] { color: #5e5d5c; opacity: 1; }
 button[data-variant="segmented_control"][aria-checked="true"],
 button[data-variant="segmented_control"][aria-checked="true"] p,

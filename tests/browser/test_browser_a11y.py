@@ -27,6 +27,7 @@ PAGES = {
     "Learn": ("learn", '[data-testid="stPlotlyChart"] >> nth=1'),
     "Compare": ("compare", '[data-testid="stTable"]'),
     "Audit": ("audit", '[data-testid="stDataFrame"]'),
+    "Guided lesson": ("guided", '[data-testid="stAlert"]'),
 }
 BLOCKING = ("serious", "critical")
 
