@@ -162,9 +162,13 @@ elif scene.key in ("promise", "cost", "attacker"):
             width_px=MAP_WIDTH_PRESENTING if presenting else MAP_WIDTH,
         )
         st.pydeck_chart(deck, height=MAP_HEIGHT, key="guided_map")
-        st.caption(
-            f"Orange: place A · blue: place B · discs: A's reports (darker = likelier). Map data {net.attribution}"
-        )
+        legend = {
+            "promise": "Orange: place A · blue: place B · discs: where A's reports land (darker = likelier)",
+            "cost": "Orange: place A · discs: where A's reports land (darker = likelier) · ring: A's expected error",
+            "attacker": "Orange: place A (the truth) · white: the report · discs: places the attacker believes "
+            "(bigger, darker = more) · black: its guess",
+        }[scene.key]
+        st.caption(f"{legend}. Map data {net.attribution}")
 elif scene.key == "round":
     with sentence:
         rows = mechanism_rows.mechanism_rows(mechanism_rows.LessonChoice(params, ss.guided_mech, eps, a, b), inst)

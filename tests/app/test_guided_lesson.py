@@ -124,6 +124,8 @@ def test_the_attacker_scene_is_the_exact_posterior_and_the_city_average(small_in
     a = lesson_numbers.default_place(inst)
     matrix = BASELINES["laplace"](inst, eps).matrix
     assert _attacker_sentence(inst, matrix, a, 0) in _texts(at), _texts(at)
+    legend = next(c.value for c in at.caption if c.value.startswith("Orange: place A"))
+    assert "places the attacker believes" in legend and "reports land" not in legend  # the map's own legend
     next(b for b in at.button if b.label == "Draw a report").click()
     run_ok(at)
     assert _attacker_sentence(inst, matrix, a, 1) in _texts(at), _texts(at)
