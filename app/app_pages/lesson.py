@@ -107,10 +107,10 @@ place_name = panda.CITIES[net.name][1].split(":")[0] if net.name in panda.CITIES
 # The page's h1, at an h4's size (app/figures/style.py): headings then go in order.
 with st.container(key="lesson_title"):
     st.markdown(f"# Geo-indistinguishability on the roads of {place_name}")
-st.page_link(
-    "app_pages/guided.py", label="Guided lesson: the same ideas as 8 scenes, in order", icon=":material/slideshow:"
-)
-if not presenting:
+if not presenting:  # (in the presenter view each line above the map costs the 720-px screen: the menu has it)
+    st.page_link(
+        "app_pages/guided.py", label="Guided lesson: the same ideas as 8 scenes, in order", icon=":material/slideshow:"
+    )
     st.caption(
         "**Or explore freely:** ① move **ε** and watch where place A's reports land · ② switch mechanisms and read "
         "*Two places* · ③ *k reports*: what many reports give away · ④ *Prior*: what the attacker knew before · "

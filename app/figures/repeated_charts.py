@@ -33,6 +33,19 @@ PALETTE = tuple(v for k, v in OKABE_ITO.items() if k != "yellow")
 MARK_M = 200.0
 
 
+def _add_resent_key(fig: go.Figure) -> None:
+    """One legend entry for every dashed re-sent line (each mechanism's own is left out of the legend)."""
+    fig.add_scatter(
+        x=[None],
+        y=[None],
+        mode="lines",
+        name="dashed: the first report re-sent",
+        line={"color": "#6b6b6b", "width": 2, "dash": "dash"},
+        legendgroup="key",
+        hoverinfo="skip",
+    )
+
+
 def repeated_figure(
     results: Sequence[RepeatedReports],
     *,
@@ -120,15 +133,7 @@ def repeated_figure(
             max(e + b for e, b in zip(res.error_m, bars, strict=True)),
             max(res.defence_error_m),
         )
-    fig.add_scatter(
-        x=[None],
-        y=[None],
-        mode="lines",
-        name="dashed: the first report re-sent",
-        line={"color": "#6b6b6b", "width": 2, "dash": "dash"},
-        legendgroup="key",
-        hoverinfo="skip",
-    )
+    _add_resent_key(fig)
     k_max = max(max(r.ks) for r in results)
     fig.update_layout(
         height=int(height),

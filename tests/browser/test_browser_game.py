@@ -729,7 +729,8 @@ def test_a_room_round_with_a_second_vote_the_pooled_attacker_and_the_lecturers_p
             reports = [
                 int(np.asarray(inst.outputs)[j]) for j in _db_round(db_url, code)["entries"][phone.n + 1]["reports"]
             ]
-            x = _pick_place(inst, _canvas_box(phone.page), [*reports, 250], taken)
+            # The middle free place, away from the map's edges and toolbar and from every place already taken.
+            x = _pick_place(inst, _canvas_box(phone.page), [*reports, 250, *taken], set())
             taken.add(_guess(phone, inst, x, "Guess saved"))
         _wait_metric(projector, "Guesses", "8", timeout_s=60)
         projector.screenshot(path=str(ARTIFACTS / "room-1-first-vote.png"))
@@ -742,7 +743,7 @@ def test_a_room_round_with_a_second_vote_the_pooled_attacker_and_the_lecturers_p
             reports = [
                 int(np.asarray(inst.outputs)[j]) for j in _db_round(db_url, code)["entries"][phone.n + 1]["reports"]
             ]
-            x = _pick_place(inst, _canvas_box(phone.page), [*reports, 250], taken)
+            x = _pick_place(inst, _canvas_box(phone.page), [*reports, 250, *taken], set())
             taken.add(_guess(phone, inst, x, "Guess changed"))
         projector.get_by_text(re.compile(r"Second vote: 3 of the first vote's 8 guesses changed")).wait_for(
             timeout=60_000
