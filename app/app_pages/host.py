@@ -22,7 +22,7 @@ import streamlit as st
 from app import state
 from app.figures import charts, game_maps, style, tables
 from app.figures.palette import MECHANISM_COLORS
-from app.game import room_controls, rounds
+from app.game import room_controls, round_csv, rounds
 from app.model import lesson_numbers
 from app.model.lesson_numbers import class_as_attacker_sentence
 from app.model.messages import plain_error
@@ -420,7 +420,7 @@ if done:
     if CONTROLS:
         st.download_button(
             "Rounds as CSV",
-            rounds.export_csv(code, TOKEN),
+            round_csv.rounds_csv(hv),
             file_name=f"class-rounds-{hv.code}.csv",
             mime="text/csv",
             icon=":material/download:",

@@ -124,6 +124,22 @@ def _tapped() -> None:
         ss.play_msg = ("no", "That is off the map: tap inside the map, near the place you choose.")
 
 
+def _timer_bar(left_s: float) -> None:
+    """The seconds the lecturer gave, as a bar that empties on the phone itself (a CSS animation: no rerun a
+    second per phone); the page redraws when the time is up (the polled status changes)."""
+    if left_s <= 0:
+        st.warning("**Time is up**: guesses are closed. The lecturer reveals in a moment.", icon=":material/timer_off:")
+        return
+    st.html(
+        "<style>@keyframes panda-timer { from { width: 100%; } to { width: 0%; } }</style>"
+        f"<div class='play-timer' role='timer' aria-label='{left_s:.0f} seconds left to guess'>"
+        f"<b>⏱ {left_s:.0f} s left</b> to guess"
+        "<div style='height:8px;background:#e6e6e6;border-radius:4px;margin-top:4px'>"
+        f"<div style='height:8px;background:#b5432f;border-radius:4px;animation:panda-timer {left_s:.1f}s linear "
+        "forwards'></div></div></div>"
+    )
+
+
 if pv.waiting:
     st.info(
         f"Round {pv.round_number} ended before you joined. Keep this page open: the next round starts here.",
@@ -135,6 +151,14 @@ elif pv.secret is None and pv.status == "open":
         f"{'they were' if k > 1 else 'it was'} made**: anywhere on the map, the nearest place (blue dot) is your "
         "guess. You can change it until the lecturer reveals."
     )
+    if pv.vote >= 2:
+        st.info(
+            "**Second vote.** Talk to your neighbour: do you agree? Then tap again, or keep your guess. The "
+            "projector shows how many of you change.",
+            icon=":material/forum:",
+        )
+    if pv.timer_left_s is not None:
+        _timer_bar(pv.timer_left_s)
     kind, text = ss.get("play_msg") or ("", "")
     if kind == "ok":
         st.success(text, icon=":material/check_circle:")
@@ -180,7 +204,8 @@ if not pv.waiting:
         landmarks=landmarks.landmarks(pv.view[0], inst.lon, inst.lat),
         height_px=MAP_HEIGHT,
     )
-    open_round = pv.status == "open" and pv.secret is None
+    time_up = pv.timer_left_s is not None and pv.timer_left_s <= 0
+    open_round = pv.status == "open" and pv.secret is None and not time_up
     st.pydeck_chart(
         deck,
         height=MAP_HEIGHT,
@@ -193,8 +218,9 @@ if not pv.waiting:
 
 
 @st.fragment(run_every=POLL_S)
-def _watch(seen: tuple[int, str]) -> None:
-    """Reload the page when the lecturer reveals, closes or starts the next round."""
+def _watch(seen: tuple[int, str, int, str]) -> None:
+    """Reload the page when the lecturer reveals, closes or starts the next round, asks for a second vote or
+    starts a timer, and when the time is up."""
     try:
         # One database read a second for all the server's phones; it is younger than this page's own read of the
         # round (POLL_S > polled_status.MAX_AGE_S), so a page never reloads on an answer older than itself.
@@ -206,4 +232,5 @@ def _watch(seen: tuple[int, str]) -> None:
         st.rerun(scope="app")
 
 
-_watch((pv.round_number, pv.status))
+_timer = "off" if pv.timer_left_s is None else "running" if pv.timer_left_s > 0 else "up"
+_watch((pv.round_number, pv.status, pv.vote, _timer))

@@ -23,12 +23,12 @@ MAX_AGE_S = 1.0
 MAX_ROUNDS = 256
 
 _lock = threading.Lock()
-_seen: dict[tuple[str | None, str], tuple[float, tuple[int, str]]] = {}
+_seen: dict[tuple[str | None, str], tuple[float, tuple[int, str, int, str]]] = {}
 
 
 def status(
     code: object, *, url: str | None = None, max_age_s: float = MAX_AGE_S, clock: Callable[[], float] = time.monotonic
-) -> tuple[int, str]:
+) -> tuple[int, str, int, str]:
     """:func:`app.game.rounds.status` of ``code``, read at most once per ``max_age_s`` for the whole server."""
     key = (url, rounds.normalize_code(code))
     now = clock()

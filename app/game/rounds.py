@@ -32,10 +32,8 @@ Rules:
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import hmac
-import io
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -76,7 +74,6 @@ __all__ = [
     "status",
     "host_view",
     "room_view",
-    "export_csv",
     "cleanup",
 ]
 
@@ -381,6 +378,8 @@ def player_view(
                 epsilon_per_km=rnd.epsilon_per_km,
                 mechanism=rnd.mechanism,
                 n_reports=rnd.n_reports,
+                vote=rnd.vote,
+                timer_left_s=_timer_left_s(rnd),
             )
             if entry is not None:
                 out.reports, out.guess = list(entry.reports), entry.guess_place
@@ -439,11 +438,13 @@ def _question_seed(game: Game, rnd: Round) -> int:
     return int.from_bytes(digest[:16], "big")
 
 
-def status(code: object, *, url: str | None = None) -> tuple[int, str]:
-    """The current round's number and status (what a student's page polls for)."""
+def status(code: object, *, url: str | None = None) -> tuple[int, str, int, str]:
+    """What a student's page polls for: the current round's number, status, vote (1, 2) and timer state ("off",
+    "running", "up"); a change of any of them redraws the phone."""
     with store.session(url, read=True) as s:
         rnd = _current(s, _game(s, code))
-        return rnd.number, rnd.status
+        left = _timer_left_s(rnd)
+        return rnd.number, rnd.status, rnd.vote, "off" if left is None else "running" if left > 0 else "up"
 
 
 def guess(code: object, token: object, place: object, *, url: str | None = None) -> str:
@@ -475,6 +476,11 @@ def guess(code: object, token: object, place: object, *, url: str | None = None)
         return f"Guess {'changed' if changed else 'saved'}: place {place}. You can change it until the reveal."
 
 
+def _timer_left_s(rnd: Round) -> float | None:
+    """Seconds the room has left to guess (0 when the time is up); None without a timer."""
+    return None if rnd.timer_ends_at is None else max(0.0, (rnd.timer_ends_at - _now()).total_seconds())
+
+
 def _round_row(rnd: Round, *, lecturer: bool = True) -> dict:
     """A round's settings and, once revealed, its summary; the room never sees a secret before the reveal."""
     row = {
@@ -485,7 +491,7 @@ def _round_row(rnd: Round, *, lecturer: bool = True) -> dict:
         "secret_mode": rnd.secret_mode,
         "status": rnd.status,
         "vote": rnd.vote,
-        "timer_left_s": None if rnd.timer_ends_at is None else max(0.0, (rnd.timer_ends_at - _now()).total_seconds()),
+        "timer_left_s": _timer_left_s(rnd),
         "shared_place": rnd.shared_place if lecturer or rnd.summary is not None else None,
         "options": rnd.options,
     }
@@ -551,35 +557,6 @@ def _view(s: Session, game: Game, *, lecturer: bool) -> HostView:
         guesses=[e["guess"] for e in entries if e["guess"] is not None],
         entries=entries,
     )
-
-
-#: The rounds table's CSV columns (one row per round).
-CSV_COLUMNS = (
-    "round",
-    "mechanism",
-    "epsilon_per_km",
-    "n_reports",
-    "secret_mode",
-    "status",
-    "n_players",
-    "n_guesses",
-    "class_mean_m",
-    "class_median_m",
-    "best_m",
-    "bayes_mean_m",
-    "bayes_expected_m",
-)
-
-
-def export_csv(code: object, host_token: object, *, url: str | None = None) -> str:
-    """The rounds table as CSV (one row per round; errors in metres, empty before the reveal)."""
-    view = host_view(code, host_token, url=url)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in view.rounds:
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
-    return buf.getvalue()
 
 
 def cleanup(*, url: str | None = None, now: datetime | None = None) -> int:

@@ -50,6 +50,10 @@ class PlayerView:
     epsilon_per_km: float
     mechanism: str
     n_reports: int
+    #: 2 once the lecturer asked the room to talk to a neighbour and vote again.
+    vote: int = 1
+    #: Seconds left to guess when the lecturer started a timer (0: the time is up); None without one.
+    timer_left_s: float | None = None
     reports: list[int] = field(default_factory=list)
     guess: int | None = None
     #: After the reveal only:

@@ -20,7 +20,7 @@ from pg_fixture import pg_url  # noqa: F401 (fixture)
 from sqlalchemy import select, update
 
 import panda
-from app.game import rounds
+from app.game import round_csv, rounds
 from app.server.db import store
 from app.server.db.models import Base, Entry, Game, Round
 from panda import class_round
@@ -255,10 +255,10 @@ def test_the_reveal_scores_with_no_transaction_open(small, url):
         return real(spec, entries)
 
     summary = rounds.reveal(code, key, score, url=url)
-    assert seen["status"] == (1, "scoring")
+    assert seen["status"] == (1, "scoring", 1, "off")
     assert "revealed" in seen["guess"] and "moment" in seen["guess"]
     assert seen["late_join"] and seen["spec"] == ("em", 3.0, 1)
-    assert rounds.status(code, url=url) == (1, "revealed")
+    assert rounds.status(code, url=url)[:2] == (1, "revealed")
     assert summary["n_guesses"] == 1 and summary["best_place"] == 5
     pv = rounds.player_view(code, t1, _draw(small), url=url)
     assert pv.guess == 5 and pv.error_m is not None and pv.rank == 1
@@ -274,7 +274,7 @@ def test_a_failed_scoring_leaves_the_round_open_and_a_stuck_one_can_be_revealed_
 
     with pytest.raises(RuntimeError):
         rounds.reveal(code, key, broken, url=url)
-    assert rounds.status(code, url=url) == (1, "open")
+    assert rounds.status(code, url=url)[:2] == (1, "open")
     assert rounds.guess(code, t, 3, url=url).startswith("Guess saved")  # the class goes on
     # A reveal whose server stopped mid-way leaves "scoring": refused while fresh, taken over once stale.
     with store.session(url) as s:
@@ -284,7 +284,7 @@ def test_a_failed_scoring_leaves_the_round_open_and_a_stuck_one_can_be_revealed_
     with store.session(url) as s:
         s.execute(update(Round).where(Round.game.has(code=code)).values(revealed_at=old))
     assert rounds.reveal(code, key, _score(small), url=url)["n_guesses"] == 1
-    assert rounds.status(code, url=url) == (1, "revealed")
+    assert rounds.status(code, url=url)[:2] == (1, "revealed")
 
 
 def test_no_guess_is_lost_or_taken_after_the_reveal(small, url):
@@ -353,7 +353,7 @@ def test_the_rounds_export_as_csv(small, url):
         rounds.player_view(code, t, _draw(small), url=url)
         rounds.guess(code, t, 10, url=url)
         rounds.reveal(code, key, _score(small), url=url)
-    rows = list(csv.DictReader(io.StringIO(rounds.export_csv(code, key, url=url))))
+    rows = list(csv.DictReader(io.StringIO(round_csv.rounds_csv(rounds.host_view(code, key, url=url)))))
     assert [float(r["epsilon_per_km"]) for r in rows] == [3.0, 1.0, 0.5]
     assert all(r["n_guesses"] == "1" and float(r["class_mean_m"]) >= 0 for r in rows)
     table = rounds.host_view(code, key, url=url).rounds
@@ -501,7 +501,11 @@ def test_a_second_vote_keeps_the_first_and_the_reveal_scores_both(small, url):
     first = [30, 31, 32, 33]  # the fifth student does not vote the first time
     for t, g in zip(tokens, first, strict=False):
         rounds.guess(code, t, g, url=url)
+    assert rounds.status(code, url=url)[2] == 1
     assert room_controls.second_vote(code, key, url=url) == 4
+    # The phones see it: the polled status changes (they redraw) and their view says "second vote".
+    assert rounds.status(code, url=url) == (1, "open", 2, "off")
+    assert rounds.player_view(code, tokens[0], _play_draw(small, 0), url=url).vote == 2
     assert "second vote" in _error(room_controls.second_vote, code, key, url=url)
     second = [30, 9, 10, 33, 12]  # two change, two keep theirs, the fifth votes now
     for t, g in zip(tokens, second, strict=True):
@@ -528,11 +532,17 @@ def test_the_lecturers_timer_closes_the_guesses(small, url):
     assert "seconds" in _error(room_controls.start_timer, code, key, 7, url=url)
     assert "seconds" in _error(room_controls.start_timer, code, key, True, url=url)
     assert "lecturer" in _error(room_controls.start_timer, code, "not-the-key", 60, url=url).lower()
+    assert rounds.status(code, url=url)[3] == "off"
+    assert rounds.player_view(code, token, _play_draw(small, 0), url=url).timer_left_s is None
     room_controls.start_timer(code, key, 60, url=url)
     left = rounds.room_view(code, url=url).current["timer_left_s"]
     assert 55 < left <= 60
+    assert rounds.status(code, url=url)[3] == "running"
+    assert 55 < rounds.player_view(code, token, _play_draw(small, 0), url=url).timer_left_s <= 60
     assert rounds.guess(code, token, 4, url=url).startswith("Guess saved")
     with store.session(url) as s:  # the minute passes
         s.execute(update(Round).where(Round.game.has(code=code)).values(timer_ends_at=rounds._now()))
     assert "Time is up" in _error(rounds.guess, code, token, 5, url=url)
     assert rounds.room_view(code, url=url).current["timer_left_s"] == 0.0
+    assert rounds.status(code, url=url)[3] == "up"  # the phones redraw with "Time is up"
+    assert rounds.player_view(code, token, _play_draw(small, 0), url=url).timer_left_s == 0.0

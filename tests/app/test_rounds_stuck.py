@@ -96,7 +96,7 @@ def test_a_round_whose_server_died_mid_scoring_is_scored_from_the_lecturers_page
             rounds.guess(code, t, 15 * i + 2)
 
     _kill_mid_scoring(code, key, db, tmp_path)
-    assert rounds.status(code) == (1, "scoring")
+    assert rounds.status(code)[:2] == (1, "scoring")
 
     # A fresh claim may be a server still scoring: the page says so and offers no second scoring.
     at = make_app("app_pages/host.py", code=code, key=key)
