@@ -84,7 +84,8 @@ def serve_page() -> None:
         with st.sidebar:
             prepare_panel.panel(params, page_keys.get(id(page), "lesson"))
     for problem in st.session_state.pop("query_problems", None) or []:
-        st.toast(messages.plain(f"Link parameter {problem}"), icon=":material/link_off:")  # no markup from a link
+        # A warning, not a toast: it stays until read, and a toast is a dialog without a name (axe's aria-dialog-name).
+        st.warning(messages.plain(f"Link parameter {problem}"), icon=":material/link_off:")  # no markup from a link
 
     page.run()
 

@@ -194,7 +194,7 @@ def test_a_link_with_an_unknown_file_says_so_and_shows_the_city(app_env):
 def test_a_link_with_a_malformed_file_id_is_ignored(app_env):
     at = app_env.run_ok(app_env.make_app(EXPLORE, file="../../etc/passwd"))
     assert at.session_state["active_source"] == "city:neubrandenburg"
-    toasts = [t.value for t in at.toast]
+    toasts = [t.value for t in at.warning]
     assert any("'file=../../etc/passwd' is not an uploaded file's id" in t for t in toasts), toasts
 
 

@@ -362,7 +362,7 @@ def test_a_bad_lesson_link_is_ignored_and_said():
     at = run_ok(make_app(mech="nonsense", place="99999", view="x"))
     assert at.selectbox(key="lesson_mech").value == "laplace"
     assert 0 <= at.selectbox(key="lesson_a").value < 200
-    assert any("mech=nonsense" in t.value for t in at.toast)
+    assert any("mech=nonsense" in t.value for t in at.warning)
 
 
 def test_rate_ranges_fit_a_metric():

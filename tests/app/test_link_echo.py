@@ -38,10 +38,10 @@ def test_a_hostile_value_is_shown_literally_and_short(value):
     assert shown[:20] in html.replace("&lt;", "<").replace("&gt;", ">").replace(ZERO_WIDTH_SPACE, "")
 
 
-def test_the_toast_of_a_hostile_link():
+def test_the_warnings_of_a_hostile_link():
     at = make_app(city=HOSTILE[0], K="x" * 5000)
     run_ok(at)
-    toasts = [t.value for t in at.toast]
+    toasts = [t.value for t in at.warning if t.value.startswith("Link parameter")]
     assert len(toasts) == 2 and all(len(t) < 300 for t in toasts), toasts
     assert all("](" not in t.replace(r"\](", "") for t in toasts)  # a link's "](" only ever escaped
     assert any(r"city=\[Session expired: sign in again\]\(https:" in t for t in toasts)  # literal, cut at 40

@@ -2,7 +2,7 @@
 
 The parser (app.model.params.from_query and read_page_query) is fuzzed with many examples; the dashboard itself
 (AppTest, the real script with the real sidebar and pages) with a few, on the Lesson and on Explore. A value the
-parser rejects must come back as a toast that echoes it short and literally; a value it accepts must give a valid
+parser rejects must come back as a warning that echoes it short and literally; a value it accepts must give a valid
 view; nothing may raise.
 """
 
@@ -325,12 +325,12 @@ def page_text(at) -> str:
 
 
 def check_run(at, query: dict) -> None:
-    """No exception; one toast per rejected value, echoing it short and literally; the link written back is clean."""
+    """No exception; one warning per rejected value, echoing it short and literally; the link written back is clean."""
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     received = as_received({**SMALL, **query})
     expected = [plain(f"Link parameter {problem}") for problem in problems_of(received)]
-    toasts = [t.value for t in at.toast]
+    toasts = [t.value for t in at.warning]
     assert [t for t in toasts if t.startswith("Link parameter")] == expected, (toasts, received)
     text = page_text(at)
     for key in map(named_key, problems_of(received)):
@@ -402,7 +402,7 @@ def test_a_link_over_streamlits_limit_is_dropped_whole(offline):
     assert len(urlencode(query)) > CLIENT_STATE_QUERY_STRING_MAX_LENGTH
     at = make_app(None, **query)
     check_run(at, query)
-    assert not at.toast
+    assert not [t for t in at.warning if t.value.startswith("Link parameter")]
     assert at.session_state["params"].replace(page_loss=Params().page_loss) == Params()  # not even K=200 of SMALL
 
 

@@ -141,7 +141,7 @@ def test_a_link_with_k_out_of_range_is_refused_and_said():
     at = make_app(k="99")
     at.run()
     assert not at.exception
-    assert any("'k=99' is not a number of reports from 1 to 20" in t.value for t in at.toast)
+    assert any("'k=99' is not a number of reports from 1 to 20" in t.value for t in at.warning)
 
 
 def test_the_attacker_after_k_reports_on_the_map():

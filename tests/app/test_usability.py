@@ -259,7 +259,7 @@ def test_explore_state_comes_from_the_link_and_goes_back_into_it():
 
 def test_bad_page_values_in_the_link_are_reported():
     at = run_ok(make_app(user="x", layers="roads,streets", tab="maps"))
-    toasts = texts(at, "toast")
+    toasts = texts(at, "warning")
     assert any("'user=x'" in t for t in toasts) and any("'layers=roads,streets'" in t for t in toasts)
     assert any("'tab=maps'" in t for t in toasts)
     assert get_metric(at, "LP status").value == "Optimal"

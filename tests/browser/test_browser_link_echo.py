@@ -1,7 +1,7 @@
-"""A hostile link's values, echoed in a real Chromium: the toasts show them as text, short, and load nothing.
+"""A hostile link's values, echoed in a real Chromium: the warnings show them as text, short, and load nothing.
 
 `streamlit run app` on a loopback port (the fixtures of browser_support.py): markdown links, images, HTML, character
-references, Streamlit's own icon and emoji shortcodes and a right-to-left override go into a link; each toast must
+references, Streamlit's own icon and emoji shortcodes and a right-to-left override go into a link; each warning must
 read as the literal sentence app.model.params wrote (the value cut at ECHO_MAX_CHARS), with no link, image or icon in
 it, and the page must ask no other host for anything.
 """
@@ -19,7 +19,7 @@ from app.model.params import from_query
 pytestmark = pytest.mark.browser
 
 assert CHROMIUM
-#: One link per page load: a few hostile values each (toasts stack a few at a time).
+#: One link per page load: a few hostile values each.
 LINKS = [
     {
         "city": "[Session expired: sign in again](https://example.invalid/login)",
@@ -35,11 +35,15 @@ LINKS = [
 ]
 
 
-def _toasts(page, count: int) -> list[dict]:
-    """The toasts' visible text and what they hold (links, images, icons), once ``count`` are shown."""
-    page.locator('[data-testid="stToast"]').nth(count - 1).wait_for(timeout=120_000)
+LINK_WARNING = '[data-testid="stAlert"]:has-text("Link parameter")'
+
+
+def _warnings(page, count: int) -> list[dict]:
+    """The link warnings' visible text and what they hold (links, images, icons), once ``count`` are shown."""
+    page.locator(LINK_WARNING).nth(count - 1).wait_for(timeout=120_000)
     return page.evaluate(
-        """() => [...document.querySelectorAll('[data-testid="stToast"]')].map(t => {
+        """() => [...document.querySelectorAll('[data-testid="stAlert"]')]
+            .filter(t => t.innerText.includes('Link parameter')).map(t => {
             const body = t.querySelector('[data-testid="stMarkdownContainer"]') || t;
             return {
                 text: body.innerText,
@@ -62,9 +66,10 @@ def test_a_hostile_link_is_echoed_as_plain_text(server, browser, query):  # noqa
     page.on("request", lambda r: foreign.append(r.url) if urlsplit(r.url).hostname not in LOCAL_HOSTS else None)
     try:
         page.goto(f"{server}/?{urlencode(query)}", wait_until="domcontentloaded")
-        toasts = _toasts(page, len(expected))
-        anchors = page.evaluate(  # the addresses of the links the toasts hold (none)
-            """() => [...document.querySelectorAll('[data-testid="stToast"] a')].map(e => e.href)"""
+        toasts = _warnings(page, len(expected))
+        anchors = page.evaluate(  # the addresses of the links the warnings hold (none)
+            """() => [...document.querySelectorAll('[data-testid="stAlert"] [data-testid="stMarkdownContainer"] a')]
+                .map(e => e.href)"""
         )
     finally:
         page.close()
