@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_network_parser(subparsers)
     _add_run_parser(subparsers)
     _add_compare_parser(subparsers)
+    from panda.plan_cli import add_plan_parser  # after this module: it imports the shared instance options
+
+    add_plan_parser(subparsers)
     _add_experiment_parser(subparsers)
     _add_prepare_parser(subparsers)
     return parser

@@ -60,7 +60,7 @@ def test_next_and_back_walk_every_scene_in_order_and_the_link_follows():
     for i, scene in enumerate(SCENES):
         assert f"# {i + 1}. {scene.title}" in _texts(at), (i, _texts(at)[:3])
         in_link = at.query_params.get("scene")
-        assert (in_link in (None, [], "") if i == 0 else in_link in (scene.key, [scene.key])), (i, in_link)
+        assert in_link in (None, [], "") if i == 0 else in_link in (scene.key, [scene.key]), (i, in_link)
         assert any(scene.question in info.value for info in at.info)
         nxt = next(b for b in at.button if b.label == "Next")
         assert nxt.disabled == (i == len(SCENES) - 1)

@@ -170,7 +170,7 @@ def test_installed_package_has_a_working_panda_command(runtime_venv, tmp_path):
     helped = _run([panda, "--help"], env, elsewhere, 120)
     assert helped.returncode == 0, helped.stderr
     listed = set(re.findall(r"^    (\w+)", helped.stdout, re.M))
-    assert listed == {"network", "run", "compare", "experiment", "prepare"}, helped.stdout
+    assert listed == {"network", "run", "compare", "plan", "experiment", "prepare"}, helped.stdout
     for command in sorted(listed):
         sub = _run([panda, command, "--help"], env, elsewhere, 120)
         assert sub.returncode == 0 and "usage: panda " + command in sub.stdout, (command, sub.stdout, sub.stderr)
