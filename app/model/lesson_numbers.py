@@ -17,6 +17,7 @@ from app.model.panda_numbers import fmt_m
 __all__ = [
     "MECHANISMS",
     "BASELINE_KEYS",
+    "REPEATED_MECHANISMS",
     "PANDA_KEYS",
     "PairCheck",
     "default_place",
@@ -66,6 +67,8 @@ MECHANISMS: dict[str, tuple[str, str]] = {
     "panda-l": ("PAnDA-l", "PAnDA with a logistic anchor selection (an S-shaped fall with distance)."),
 }
 BASELINE_KEYS = ("laplace", "em", "em-br", "lp-ca", "lp-em", "lp")
+#: The mechanisms on the repeated-reports chart (besides the one shown): the fast ones with a full matrix.
+REPEATED_MECHANISMS = ("laplace", "em", "em-br")
 PANDA_KEYS = {"panda-e": "exponential", "panda-p": "power", "panda-l": "logistic"}
 
 

@@ -16,12 +16,10 @@ from app.model.panda_numbers import fmt_m
 from app.model.params import PRIOR_OPTIONS, RANGES, Params, to_config
 from app.widgets.mechanism_rows import options_for
 
-__all__ = ["curve_tab", "repeated_tab", "background_tab", "CURVE_LP_LIMIT_S", "REPEATED_MECHANISMS"]
+__all__ = ["curve_tab", "repeated_tab", "background_tab", "CURVE_LP_LIMIT_S"]
 
 #: The optimal LP's time limit per point of the curve, seconds.
 CURVE_LP_LIMIT_S = 20.0
-#: The mechanisms on the repeated-reports chart (besides the one shown): the fast ones with a full matrix.
-REPEATED_MECHANISMS = ("laplace", "em", "em-br")
 
 
 def _curve_clicked() -> None:
@@ -105,7 +103,7 @@ def repeated_tab(params: Params, mech_key: str, eps: float, exports: dict) -> No
         )
     )
     st.markdown(repeated_charts.budget_sentence(k, eps))
-    names = [key for key in REPEATED_MECHANISMS]
+    names = list(lesson_numbers.REPEATED_MECHANISMS)
     if mech_key in lesson_numbers.BASELINE_KEYS and mech_key not in names:
         names.append(mech_key)
     with st.spinner("The attacker's error after 1 to 20 reports ..."):

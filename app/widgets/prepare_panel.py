@@ -1,5 +1,8 @@
 """The presenter's *Prepare this view* button: ``python -m panda prepare`` for the current link, in the background.
 
+On the guided lesson it is *Prepare this lecture*: the view's link covers every scene (they share the view and its
+ε), and a line says how many scenes are ready (app/server/lecture_readiness.py).
+
 The preparation is a process of its own (never the web server's work), at the lowest CPU priority, one per
 server at a time; its progress is the command's own output, kept in data/cache/prepare/. The sidebar shows its
 last line and a Stop button (Ctrl-C: what is done is kept).
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from app import state
 from app.model.params import Params, to_query
+from app.server import lecture_readiness
 from app.widgets import lecturer_sign_in
 
 __all__ = ["panel", "start", "status", "stop", "PREPARE_DIR"]
@@ -91,9 +96,13 @@ def panel(params: Params, page: str) -> None:
     link = link_of(params, page)
     ident = _ident(link)
 
+    title = "Prepare this lecture" if page == "guided" else "Prepare this view"
+
     @st.fragment(run_every=5.0 if (ident in _running and _running[ident].poll() is None) else None)
     def show() -> None:
-        st.markdown("**Prepare this view**")
+        st.markdown(f"**{title}**")
+        if page == "guided":
+            _scenes_ready(params)
         info = status(ident) if ident in _running or (PREPARE_DIR / f"{ident}.log").exists() else None
         if info and info["running"]:
             st.progress(info["fraction"], text=info["last"][:120])
@@ -106,7 +115,7 @@ def panel(params: Params, page: str) -> None:
                 "Computes every mechanism of this view and the whole curve with the optimal LP certified to 0.5 %, "
                 "in the background (minutes). Prepared views then show at once, for every student."
             )
-            if st.button("Prepare", icon=":material/pending_actions:", key="prepare_start"):
+            if st.button("Prepare", icon=":material/pending_actions:", key="prepare_start", help=title):
                 got = start(link)
                 if got != ident:
                     ss.prepare_busy = "Another view is being prepared on this server: try again when it is done."
@@ -115,3 +124,15 @@ def panel(params: Params, page: str) -> None:
             st.caption(ss.pop("prepare_busy"))
 
     show()
+
+
+def _scenes_ready(params: Params) -> None:
+    """The guided lesson's "6 of 8 scenes ready" line, from the result store (redrawn while preparing)."""
+    try:
+        rows = lecture_readiness.readiness(
+            params, str(st.session_state.get("guided_mech", "laplace")), network_of=state.network
+        )
+    except Exception as exc:  # noqa: BLE001 (a view whose network cannot load: the page itself says why)
+        st.caption(f"The scenes' readiness could not be read ({type(exc).__name__}).")
+        return
+    st.markdown(lecture_readiness.ready_line(rows))

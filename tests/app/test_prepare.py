@@ -17,7 +17,8 @@ from conftest import ROOT
 
 from app.model import instances
 from app.model.params import Params
-from app.server import prepare
+from app.model.lesson_scenes import SCENES
+from app.server import lecture_readiness, prepare
 from app.server import result_store as rs
 from app.server.db import store
 
@@ -65,6 +66,13 @@ def test_prepare_stops_and_resumes_then_the_dashboard_finds_everything(db):
     rest, _ = proc.communicate(timeout=300)
     assert proc.returncode == 130, "".join(lines) + rest
     assert "run the same command again to go on" in rest
+    # The guided lesson's readiness line: planar Laplace (the first task) is kept, so the promise scene is ready,
+    # and PAnDA's scene, which keeps nothing; the scenes of the exponential mechanism and the curve are not yet.
+    by = {r.key: r for r in lecture_readiness.readiness(prepare.parse_link(LINK), "em")}
+    assert by["promise"].ready and by["panda"].ready
+    assert not any(by[k].ready for k in ("cost", "attacker", "round", "background", "repeated", "curve"))
+    line = lecture_readiness.ready_line(list(by.values()))
+    assert line.startswith(f"2 of {len(SCENES)} scenes ready · to prepare: 2. What a report costs"), line
     # Run again: the first task is not redone, and everything is kept.
     t0 = time.perf_counter()
     proc = _command(db, "--link", LINK, "--link", LINK)  # the same link twice: its work is done once
@@ -90,6 +98,7 @@ def test_prepare_stops_and_resumes_then_the_dashboard_finds_everything(db):
     curve, _, prepared = rs.get_value("curve", prepare._curve_inputs(p, "lp")[0])
     assert prepared and [r["epsilon_per_km"] for r in curve] == [0.5, 1.0, 2.0, 3.5, 5.0, 10.0, 20.0, 50.0]
     assert all(r["outcome"] == "solved" for r in curve)
+    assert lecture_readiness.ready_line(lecture_readiness.readiness(p, "em")) == f"{len(SCENES)} of {len(SCENES)} scenes ready"
     # A third run has nothing to do.
     proc = _command(db, "--link", LINK)
     out, _ = proc.communicate(timeout=120)

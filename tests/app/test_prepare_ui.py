@@ -94,3 +94,29 @@ def _params():
     from app.model.params import from_query
 
     return from_query({**VIEW, "seed": "4"})[0].replace(page_loss="road")
+
+
+def test_the_guided_lesson_prepares_the_lecture_and_counts_its_scenes(db):
+    """On the guided lesson the button prepares the lecture; a line counts the scenes the result store holds,
+    recomputed here from the store before and after."""
+    from app.model.lesson_scenes import SCENES
+    from app.server import lecture_readiness
+
+    at = make_app("app_pages/guided.py", present="1", lecturer=LECTURER_KEY, **VIEW)
+    run_ok(at)
+    run_ok(at)  # the sidebar counts before the page runs, and the first scene's own matrix is kept as it runs
+    assert any(m.value == "**Prepare this lecture**" for m in at.sidebar.markdown)
+    params = at.session_state["params"]
+    before = lecture_readiness.readiness(params, "laplace")
+    line = lecture_readiness.ready_line(before)
+    assert line.startswith(f"{sum(r.ready for r in before)} of {len(SCENES)} scenes ready")
+    assert not all(r.ready for r in before)  # a fresh store: the curves at least are to prepare
+    assert any(m.value == line for m in at.sidebar.markdown), [m.value for m in at.sidebar.markdown]
+    next(b for b in at.button if b.label == "Prepare").click()
+    at.run()
+    info = _wait(prepare_panel._ident(prepare_panel.link_of(params, "guided")))
+    assert info["final"] and info["final"].startswith("Done"), info
+    run_ok(at)
+    done = f"{len(SCENES)} of {len(SCENES)} scenes ready"
+    assert lecture_readiness.ready_line(lecture_readiness.readiness(params, "laplace")) == done
+    assert any(m.value == done for m in at.sidebar.markdown), [m.value for m in at.sidebar.markdown]
