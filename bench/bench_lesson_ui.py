@@ -1,10 +1,13 @@
 """The Lesson's timings in real Chromium: first screen (warm server), eps change, mechanism and place switch.
 
     python bench/bench_lesson_ui.py            # starts `streamlit run app` on a free loopback port
+    python bench/bench_lesson_ui.py --first-only --cold-runs 3   # the first screens only
 
-Times from the action to the moment the page shows the new "Error at A" value (the script run's
-result has arrived); the first screen until that metric shows and the map canvas has drawn. Medians
-of 5-6 actions each, printed with every sample. Loopback only; everything stops at the end.
+*Cold*: a fresh server (a new process, a new result store) per sample, its first page: the time from the address
+typed to the Lesson drawn, with everything the server builds on its first visit. *Warm*: a new browser page on a
+server that has shown the view once. Times from the action to the moment the page shows the new "Error at A"
+value (the script run's result has arrived); the first screen until that metric shows and the map canvas has
+drawn. Medians of 5-6 actions each, printed with every sample. Loopback only; everything stops at the end.
 """
 
 from __future__ import annotations
@@ -66,10 +69,48 @@ def idle(pg):
         time.sleep(0.05)
 
 
+def _first_screen(b, url: str) -> float:
+    """Seconds from a new page's address to the Lesson's "Error at A" shown and its map drawn."""
+    c = b.new_context(viewport={"width": 1280, "height": 720})
+    p = c.new_page()
+    t0 = time.perf_counter()
+    p.goto(url)
+    p.get_by_text("Error at A", exact=True).wait_for(timeout=180000)
+    canvas = p.locator('[data-testid="stDeckGlJsonChart"] canvas').first
+    while _pixel_spread(canvas.screenshot()) < 5:
+        time.sleep(0.05)
+    took = time.perf_counter() - t0
+    idle(p)
+    c.close()
+    return took
+
+
+def _cold(runs: int) -> list[float]:
+    out = []
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        for _ in range(runs):
+            proc, url = _serve()
+            try:
+                out.append(_first_screen(b, url))
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+        b.close()
+    return out
+
+
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cold-runs", type=int, default=3, help="fresh servers, one first screen each")
+    ap.add_argument("--first-only", action="store_true", help="first screens only (no ε, mechanism, place)")
+    args = ap.parse_args()
+    cold = _cold(args.cold_runs)
     proc, url = _serve()
     try:
-        res = _measure(url)
+        res = {"first_cold": cold, **_measure(url, first_only=args.first_only)}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -78,7 +119,7 @@ def main() -> None:
         print(f"{k:10s} median {statistics.median(v):.2f} s  samples {[round(x, 2) for x in v]}")
 
 
-def _measure(url: str) -> dict:
+def _measure(url: str, *, first_only: bool = False) -> dict:
     res: dict[str, list[float]] = {"first_warm": [], "eps": [], "mech": [], "place": []}
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -90,17 +131,10 @@ def _measure(url: str) -> dict:
         idle(p)
         c.close()
         for _ in range(5):
-            c = b.new_context(viewport={"width": 1280, "height": 720})
-            p = c.new_page()
-            t0 = time.perf_counter()
-            p.goto(url)
-            p.get_by_text("Error at A", exact=True).wait_for(timeout=120000)
-            canvas = p.locator('[data-testid="stDeckGlJsonChart"] canvas').first
-            while _pixel_spread(canvas.screenshot()) < 5:
-                time.sleep(0.05)
-            res["first_warm"].append(time.perf_counter() - t0)
-            idle(p)
-            c.close()
+            res["first_warm"].append(_first_screen(b, url))
+        if first_only:
+            b.close()
+            return {"first_warm": res["first_warm"]}
         c = b.new_context(viewport={"width": 1280, "height": 720})
         p = c.new_page()
         p.goto(url + "?mech=em")
