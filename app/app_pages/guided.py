@@ -62,8 +62,12 @@ def _eps_changed() -> None:
     ss.w_epsilon_per_km = float(ss.guided_eps)  # the sidebar's ε follows (one value for the view)
 
 
-left, right = st.columns([3, 2], gap="medium")
-with right:
+# The scene's words first, its picture second: side by side on a projector, and on a phone (where columns stack)
+# the idea and the question come before the map.
+words, picture = st.columns([2, 3], gap="medium")
+# A container of the scene's own: the last scene's chart goes at once, not after this scene's (maybe slow) one.
+picture = picture.container(key=f"guided_picture_{scene.key}")
+with words:
     st.markdown(scene.idea)
     control = st.container()
     sentence = st.container()
@@ -94,7 +98,7 @@ eps = float(ss.guided_eps)
 if scene.key == "background":  # the tab states the exact check's verdict of the mechanism it shows
     with sentence:
         rows = mechanism_rows.mechanism_rows(mechanism_rows.LessonChoice(params, ss.guided_mech, eps, a, b), inst)
-    with left, current_view.guarded("The background-knowledge view"):
+    with picture, current_view.guarded("The background-knowledge view"):
         lesson_tabs.background_tab(params, ss.guided_mech, eps, bool(rows.numbers.get("passed")))
 elif scene.key in ("promise", "cost", "attacker"):
     with control:
@@ -146,7 +150,7 @@ elif scene.key in ("promise", "cost", "attacker"):
         sentence.markdown(
             lesson_scenes.attacker_sentence(report_m, guess_m, rows.numbers.get("adversary_error_m", float("nan")))
         )
-    with left, current_view.guarded("The map"):
+    with picture, current_view.guarded("The map"):
         segments, _ = state.road_segments(params.source)
         deck = lesson_maps.build_lesson_deck(
             instance=inst,
@@ -172,7 +176,7 @@ elif scene.key in ("promise", "cost", "attacker"):
 elif scene.key == "round":
     with sentence:
         rows = mechanism_rows.mechanism_rows(mechanism_rows.LessonChoice(params, ss.guided_mech, eps, a, b), inst)
-    with left:
+    with picture:
         st.markdown(
             "1. The lecturer signs in here and starts the round: the page then shows the join code, its link and "
             "QR code, for the projector.\n2. Students open the link on their phones; each phone shows a report.\n"
@@ -180,17 +184,17 @@ elif scene.key == "round":
         )
         round_starter.panel(params, ss.guided_mech, eps, a, has_matrix=rows.matrix is not None)
 elif scene.key == "repeated":
-    with left, current_view.guarded("The repeated reports"):
+    with picture, current_view.guarded("The repeated reports"):
         lesson_tabs.repeated_tab(params, ss.guided_mech, eps, {})
 elif scene.key == "curve":
-    with left, current_view.guarded("The trade-off curve"):
+    with picture, current_view.guarded("The trade-off curve"):
         lesson_tabs.curve_tab(params, ss.guided_mech, eps, {})
 else:
     view = current_view.load_view(params)
     if view is not None:
         with sentence:
             st.markdown(panda_numbers.verdict(view.result))
-        with left:
+        with picture:
             texts = current_view.metric_texts(view.result)
             for col, key in zip(st.columns(3), ("violation", "phase1", "loss"), strict=True):
                 m = texts[key]
