@@ -403,9 +403,13 @@ def _style_axes(fig: go.Figure, panels: list[str], eps_values: list[float], *, l
         "ticktext": [f"{e:g}" for e in eps_values],
         "showgrid": True,
     }
+    # A log axis in metres labelled 1-2-5 in full ("200 m", "1 km"), not plotly's bare minor digits ("5" for 5 km).
+    metres = [k * 10.0**e for e in range(0, 6) for k in (1, 2, 5)]
+    log_ticks = {"tickvals": metres, "ticktext": [f"{v / 1000:g} km" if v >= 1000 else f"{v:g} m" for v in metres]}
     for i, m in enumerate(panels):
         kwargs = {"row": i + 1, "col": 1} if stacked else {}
-        fig.update_yaxes(title_text=METRICS[m][1], type="log" if log_y else "linear", rangemode="tozero", **kwargs)
+        y_axis = {"type": "log", **log_ticks} if log_y else {"type": "linear"}
+        fig.update_yaxes(title_text=METRICS[m][1], rangemode="tozero", **y_axis, **kwargs)
         last = i == len(panels) - 1
         fig.update_xaxes(axis, title_text="ε (1/km)" if last else None, **kwargs)
 
