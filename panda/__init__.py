@@ -4,6 +4,7 @@ from panda.accounting import phase1_cost
 from panda.anchors import SelectionModel, sample_anchor_sets, selection_probabilities, surrogates
 from panda.config import PandaConfig, preset
 from panda.errors import DataUnavailableError, DownloadError, OfflineError, PandaError, PandaWarning
+from panda.gis import PointLayer, places_geojson, places_geopackage
 from panda.instance import Instance, make_instance
 from panda.margins import margin_for_records, safety_margins, surrogate_probabilities
 from panda.network import (
@@ -18,6 +19,7 @@ from panda.network import (
     network_from_file,
 )
 from panda.pipeline import PandaResult, run_panda
+from panda.place_names import place_names
 from panda.pmdp import PmdpAudit, audit_panda
 from panda.priors import (
     Places,
@@ -25,6 +27,7 @@ from panda.priors import (
     list_poi_cities,
     load_pois,
     parse_places_csv,
+    parse_places_file,
     poi_weights,
     road_density_weights,
     snap_places,
@@ -54,6 +57,11 @@ __all__ = [
     "list_poi_cities",
     "load_pois",
     "parse_places_csv",
+    "parse_places_file",
+    "place_names",
+    "places_geojson",
+    "places_geopackage",
+    "PointLayer",
     "poi_weights",
     "road_density_weights",
     "snap_places",

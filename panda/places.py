@@ -27,6 +27,9 @@ __all__ = [
     "list_poi_cities",
     "load_pois",
     "parse_places_csv",
+    "parse_places_file",
+    "PLACES_FORMATS",
+    "sniff_places_format",
 ]
 
 #: Folder of the shipped points-of-interest files ``<city>.csv.gz`` (made by data/make_pois.py).
@@ -197,14 +200,97 @@ def parse_places_csv(
     return _places(lat, lon, weight)
 
 
-def _csv_text(raw: bytes, max_bytes: int, max_rows: int) -> str:
-    """Return the file's text once its size, emptiness and encoding are checked (before any CSV parsing)."""
-    if len(raw) > max_bytes:
+#: What a GIS file's bytes begin with (zip: a local file header, or the end record of an empty archive).
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: What a file's name claims it is; only used to say so when its bytes are not that (the bytes decide).
+_CLAIMED = {
+    ".gpkg": ("gpkg", "a GeoPackage (it does not begin like one)"),
+    ".zip": ("shapefile", "a zip archive"),
+    ".geojson": ("geojson", "GeoJSON (it does not begin with '{')"),
+    ".json": ("geojson", "GeoJSON (it does not begin with '{')"),
+}
+_SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
+PLACES_FORMATS = ("csv", "geojson", "gpkg", "shapefile")
+
+
+def sniff_places_format(data: bytes, filename: str = "") -> str:
+    """Tell the format of an uploaded places file from its first bytes: one of :data:`PLACES_FORMATS`.
+
+    A zip archive is taken for a zipped shapefile, an SQLite database for a GeoPackage, text that begins
+    with ``{`` for GeoJSON, anything else for CSV. The name does not decide (a browser's or a person's name
+    may be wrong); a name that claims a GIS format the bytes do not have gets a sentence instead of a CSV
+    parser's complaint.
+    """
+    head = bytes(data[:64])
+    if head.startswith(_ZIP_MAGIC):
+        return "shapefile"
+    if head.startswith(_SQLITE_MAGIC):
+        return "gpkg"
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1] == b"{":
+        return "geojson"
+    name = Path(str(filename).replace("\\", "/")).name[:80]
+    suffix = Path(name.lower()).suffix
+    if suffix in _SHAPEFILE_PARTS:
         msg = (
-            f"The file is too large ({len(raw):,} bytes; at most {max_bytes:,} are accepted): keep the lat, lon and "
-            f"weight columns only, or at most {max_rows:,} places."
+            f"{name!r} is one part of a shapefile, which is several files (.shp, .shx, .dbf and .prj): zip them "
+            "together and upload the .zip."
         )
         raise ValueError(msg)
+    if suffix in _CLAIMED:
+        msg = (
+            f"The file {name!r} is not {_CLAIMED[suffix][1]}: export it again from your GIS, or upload "
+            "GeoJSON, a GeoPackage, a zipped shapefile or CSV."
+        )
+        raise ValueError(msg)
+    return "csv"
+
+
+def parse_places_file(
+    data: bytes,
+    filename: str = "",
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> Places:
+    """Read uploaded places from CSV, GeoJSON, a GeoPackage or a zipped shapefile (by their bytes).
+
+    CSV goes to :func:`parse_places_csv`; the GIS formats to :func:`panda.gis.read_places_gis` (points,
+    reprojected to WGS84, an optional ``weight`` attribute), under the same limits and sentences. The size
+    is checked before anything else.
+
+    Parameters
+    ----------
+    data
+        The file's bytes.
+    filename
+        The name it was uploaded under (only for a clearer sentence when its bytes are not what it claims).
+    max_bytes, max_rows
+        Largest accepted file size in bytes and number of places.
+
+    Raises
+    ------
+    ValueError
+        For any problem with the file, with a sentence saying what to fix.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        msg = f"The 'data' parameter of parse_places_file must be the file's bytes. Got {type(data).__name__} instead."
+        raise TypeError(msg)
+    max_b = int(_check_positive(max_bytes, "max_bytes", "parse_places_file"))
+    max_r = int(_check_positive(max_rows, "max_rows", "parse_places_file"))
+    raw = bytes(data)
+    _check_size(raw, max_b, max_r)
+    fmt = sniff_places_format(raw, filename)
+    if fmt == "csv":
+        return parse_places_csv(raw, max_bytes=max_b, max_rows=max_r)
+    from panda.gis import read_places_gis  # GDAL is imported only for a GIS file
+
+    return read_places_gis(raw, fmt, max_rows=max_r)
+
+
+def _csv_text(raw: bytes, max_bytes: int, max_rows: int) -> str:
+    """Return the file's text once its size, emptiness and encoding are checked (before any CSV parsing)."""
+    _check_size(raw, max_bytes, max_rows)
     if raw.strip() == b"":
         msg = f"The file is empty: upload {_HOW}."
         raise ValueError(msg)
@@ -247,11 +333,7 @@ def _read_places(text: str, max_rows: int) -> tuple[list[float], list[float], li
                 columns = _header_columns(row)
                 continue
             if len(lat) >= max_rows:
-                msg = (
-                    f"The file has more than {max_rows:,} places: keep at most {max_rows:,} rows "
-                    "(merge nearby places into one with a weight)."
-                )
-                raise ValueError(msg)
+                raise _too_many(max_rows, "rows")
             y, x, w = _place_row(row, columns, reader.line_num, delimiter == ";")
             lat.append(y)
             lon.append(x)
@@ -298,20 +380,44 @@ def _place_row(row: list[str], columns: _Columns, line: int, decimal_comma: bool
     cells = row + [""] * (columns.width - len(row))
     y = _number(cells[columns.lat], line, "latitude", decimal_comma)
     x = _number(cells[columns.lon], line, "longitude", decimal_comma)
+    w = 1.0 if columns.weight is None else _number(cells[columns.weight], line, "weight", decimal_comma)
+    _check_place(y, x, w, f"Line {line}")
+    return y, x, w
+
+
+def _check_place(y: float, x: float, w: float, where: str) -> None:
+    """Refuse a place outside the globe or with a negative weight (``where``: "Line 3", "Feature 3")."""
     if not -90.0 <= y <= 90.0:
         msg = (
-            f"Line {line} has latitude {y:g}, outside [-90, 90] degrees: check that the lat and lon "
+            f"{where} has latitude {y:g}, outside [-90, 90] degrees: check that the lat and lon "
             "columns are not swapped."
         )
         raise ValueError(msg)
     if not -180.0 <= x <= 180.0:
-        msg = f"Line {line} has longitude {x:g}, outside [-180, 180] degrees: write it in decimal degrees."
+        msg = f"{where} has longitude {x:g}, outside [-180, 180] degrees: write it in decimal degrees."
         raise ValueError(msg)
-    w = 1.0 if columns.weight is None else _number(cells[columns.weight], line, "weight", decimal_comma)
     if w < 0:
-        msg = f"Line {line} has weight {w:g}, which is negative: weights must be 0 or more."
+        msg = f"{where} has weight {w:g}, which is negative: weights must be 0 or more."
         raise ValueError(msg)
-    return y, x, w
+
+
+def _check_size(raw: bytes, max_bytes: int, max_rows: int) -> None:
+    """Refuse a file too large: the first check of every upload, before any parsing."""
+    if len(raw) > max_bytes:
+        msg = (
+            f"The file is too large ({len(raw):,} bytes; at most {max_bytes:,} are accepted): keep the lat, lon and "
+            f"weight columns only, or at most {max_rows:,} places."
+        )
+        raise ValueError(msg)
+
+
+def _too_many(max_rows: int, unit: str) -> ValueError:
+    """Make the sentence for a file with more than ``max_rows`` places (``unit``: "rows", "points")."""
+    msg = (
+        f"The file has more than {max_rows:,} places: keep at most {max_rows:,} {unit} "
+        "(merge nearby places into one with a weight)."
+    )
+    return ValueError(msg)
 
 
 def _number(text: str, line: int, what: str, decimal_comma: bool) -> float:

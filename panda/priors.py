@@ -43,6 +43,8 @@ from panda.places import (
     list_poi_cities,
     load_pois,
     parse_places_csv,
+    parse_places_file,
+    sniff_places_format,
 )
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "load_places_upload",
     "load_pois",
     "parse_places_csv",
+    "parse_places_file",
     "poi_weights",
     "prior_for_records",
     "record_prior",
@@ -485,13 +488,22 @@ def _places_dir(folder: str | os.PathLike | None) -> Path:
     return (CACHE_DIR if folder is None else Path(folder)).expanduser().resolve() / "places"
 
 
-def save_places_upload(data: bytes, *, folder: str | os.PathLike | None = None) -> tuple[str, Places]:
-    """Check uploaded places (:func:`parse_places_csv`) and keep them on disk under their id.
+def save_places_upload(
+    data: bytes, *, filename: str = "", folder: str | os.PathLike | None = None
+) -> tuple[str, Places]:
+    """Check uploaded places (:func:`parse_places_file`: CSV, GeoJSON, GeoPackage, zipped shapefile) and keep them.
 
     The id is the first 16 hex digits of the file's sha256, so the same file always gets the same id
-    and a link can name it (``prior=csv:<id>``). The store holds at most
+    and a link can name it (``prior=csv:<id>``). A CSV file is kept as it came; a GIS file as the CSV of its
+    places once read (``lat,lon,weight``, each number written so that it reads back as the same double), so
+    that reading them back needs no GDAL and no second look at a hostile file. The store holds at most
     :data:`PLACES_STORE_MAX_FILES` files of at most :data:`DEFAULT_MAX_BYTES` each; the least
     recently used are deleted first.
+
+    Parameters
+    ----------
+    filename
+        The name the file was uploaded under (only for a clearer sentence, see :func:`parse_places_file`).
 
     Returns
     -------
@@ -503,14 +515,15 @@ def save_places_upload(data: bytes, *, folder: str | os.PathLike | None = None) 
     ValueError
         The file is not a places table (the message says what to fix).
     """
-    places = parse_places_csv(data)
+    places = parse_places_file(data, filename)
     file_id = hashlib.sha256(bytes(data)).hexdigest()[:16]
+    kept_bytes = bytes(data) if sniff_places_format(data, filename) == "csv" else _places_csv(places)
     store = make_private_dir(_places_dir(folder))  # people's places: this account's only
     path = store / f"{file_id}.csv"
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp")
         with open_private(tmp) as out:
-            out.write(bytes(data))
+            out.write(kept_bytes)
         os.replace(tmp, path)
     path.touch()
     kept = sorted(store.glob("*.csv"), key=lambda f: f.stat().st_mtime, reverse=True)
@@ -518,6 +531,15 @@ def save_places_upload(data: bytes, *, folder: str | os.PathLike | None = None) 
         with contextlib.suppress(OSError):
             old.unlink()
     return file_id, places
+
+
+def _places_csv(places: Places) -> bytes:
+    """Places as the CSV :func:`parse_places_csv` reads back to the same doubles (``repr`` is the shortest exact)."""
+    rows = (
+        f"{y!r},{x!r},{w!r}\n"
+        for y, x, w in zip(places.lat.tolist(), places.lon.tolist(), places.weight.tolist(), strict=True)
+    )
+    return ("lat,lon,weight\n" + "".join(rows)).encode()
 
 
 def has_places_upload(file_id: str, *, folder: str | os.PathLike | None = None) -> bool:

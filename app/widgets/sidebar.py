@@ -168,7 +168,7 @@ def _places_uploaded() -> None:
     if upload is None:
         return
     try:
-        file_id, places = panda.priors.save_places_upload(upload.getvalue())
+        file_id, places = panda.priors.save_places_upload(upload.getvalue(), filename=str(upload.name)[:200])
         snap = panda.snap_places(state.network(ss.active_source), places.lon, places.lat, weights=places.weight)
     except ValueError as exc:
         ss.places_error = f"**These places cannot be used.** {plain(str(exc))} The prior stays as it was."
@@ -212,14 +212,16 @@ def _prior_controls(net: panda.RoadNetwork) -> None:
         "error does. Points of interest: OpenStreetMap amenities, shops and offices of the embedded cities.",
     )
     st.file_uploader(
-        "Your own places (CSV: lat, lon, optional weight)",
-        type=["csv", "txt"],
+        "Your own places (CSV of lat, lon, weight; GeoJSON, GeoPackage or zipped shapefile)",
+        type=["csv", "txt", "geojson", "json", "gpkg", "zip"],
         key="w_places",
         max_upload_size=2,
         on_change=_places_uploaded,
         help="Places where people go (a survey, check-ins, your own): each is snapped to the nearest road and they "
         "become the prior. They do not become the secret places: the mechanism still protects every place of the "
-        "map, whatever the prior. At most 2 MB and 20,000 rows; comma or semicolon separated.",
+        "map, whatever the prior. At most 2 MB and 20,000 places. CSV: comma or semicolon separated. GIS files: "
+        "GeoJSON, GeoPackage or a zipped shapefile of points in any coordinate system (an optional 'weight' "
+        "attribute); lines and polygons are not read.",
     )
     if ss.get("places_error"):
         st.error(ss.places_error)
