@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -168,7 +169,7 @@ def _measure(url: str, *, first_only: bool = False) -> dict:
             before = metric(p, "Error at A")
             p.locator('[data-testid="stSelectbox"]', has_text="Place A").click()
             p.keyboard.type(f"Place {place}")
-            opt = p.get_by_role("option", name=f"Place {place}", exact=True)
+            opt = p.get_by_role("option", name=re.compile(rf"^Place {place}( ·|$)"))  # the number, then its street
             opt.wait_for()
             t0 = time.perf_counter()
             opt.click()

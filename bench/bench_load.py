@@ -414,7 +414,8 @@ class _SoakUser:
                         elif name == "mech":
                             state.string_value = rng.choice(options[: len(FAST_MECHANISMS)])
                         else:
-                            state.string_value = f"Place {rng.randrange(SOAK_PLACES)}"
+                            # the selectbox's labels, in place order ("Place 7 · near Gartenstraße")
+                            state.string_value = options[rng.randrange(min(SOAK_PLACES, len(options)))]
                         states[wid] = state  # the browser holds the value it sent
                         res = await self._run(ws, back, EXPECTED_METRIC[""], want)
                         widgets.update(res["widgets"])

@@ -15,7 +15,7 @@ import streamlit as st
 import panda
 from app import state
 from app.figures import lesson_charts, lesson_maps
-from app.model import export_files, lesson_numbers
+from app.model import export_files, landmarks, lesson_numbers
 from app.model.messages import plain
 from app.model.page_links import LESSON_TABS
 from app.model.panda_numbers import fmt_m, fmt_pct
@@ -136,7 +136,8 @@ with right:
         help="The privacy budget, the same as the sidebar's, on a log scale. Smaller ε: reports spread further, "
         "places blur together.",
     )
-    place_label = lambda x: f"Place {x}"  # noqa: E731 (stable labels: the pinned streamlit keys a selectbox by label)
+    # Stable labels (the pinned streamlit keys a selectbox by label): the number, then the nearest street.
+    place_label = landmarks.place_labels(params.source, inst.lon, inst.lat).__getitem__
     c3, c4 = st.columns(2)
     c3.selectbox(
         "Place A (orange)",

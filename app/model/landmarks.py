@@ -1,4 +1,5 @@
-"""A few landmarks for a phone's map in a class round, from the shipped points of interest (no streamlit).
+"""A few landmarks for a phone's map in a class round, from the shipped points of interest, and the places' labels
+with their nearest street (no streamlit).
 
 A map of dots on grey roads has nothing a student recognises. A handful of labelled buildings people know
 (a hospital, the town hall, a cinema) lets them say "near the hospital" to a neighbour. They come from the
@@ -9,6 +10,7 @@ chosen, the more distinctive kinds first); none for a city without points of int
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +18,7 @@ import numpy as np
 import panda
 from app.model.params import parse_source
 
-__all__ = ["Landmark", "LANDMARK_KINDS", "landmarks"]
+__all__ = ["Landmark", "LANDMARK_KINDS", "landmarks", "place_labels"]
 
 #: The kinds a landmark may be, most distinctive first, with their label.
 LANDMARK_KINDS = {
@@ -79,3 +81,23 @@ def landmarks(source: str, lon: np.ndarray, lat: np.ndarray, n: int = MAX_LANDMA
         far = np.minimum(far, np.hypot(*(xy - xy[nxt]).T))
     picked = candidates[chosen]
     return [Landmark(float(pois.lon[i]), float(pois.lat[i]), LANDMARK_KINDS[pois.kind[i]]) for i in picked]
+
+
+def place_labels(source: str, lon: np.ndarray, lat: np.ndarray) -> tuple[str, ...]:
+    """Each place's label: "Place 61 · near Gartenstraße" (its nearest named street within
+    :data:`panda.place_names.DEFAULT_MAX_NAME_M`), or "Place 61" away from named streets and on a map with no shipped
+    names (an uploaded map, a box). The number stays first: labels are unique and sort as before."""
+    kind, city = parse_source(source)
+    lon, lat = np.ascontiguousarray(lon, dtype=float), np.ascontiguousarray(lat, dtype=float)
+    return _place_labels(str(city) if kind == "city" else "", lon.tobytes(), lat.tobytes())
+
+
+@functools.lru_cache(maxsize=16)  # a few views per server; the key is the places' own coordinates
+def _place_labels(city: str, lon_bytes: bytes, lat_bytes: bytes) -> tuple[str, ...]:
+    from panda.place_names import place_names
+
+    lon, lat = np.frombuffer(lon_bytes), np.frombuffer(lat_bytes)
+    if not city or city not in panda.CITIES:
+        return tuple(f"Place {x}" for x in range(lon.size))
+    names = place_names(lon, lat, city)
+    return tuple(f"Place {x} · {name}" if name.startswith("near ") else f"Place {x}" for x, name in enumerate(names))
