@@ -133,7 +133,7 @@ def _timer_bar(left_s: float) -> None:
     st.html(
         "<style>@keyframes panda-timer { from { width: 100%; } to { width: 0%; } }</style>"
         f"<div class='play-timer' role='timer' aria-label='{left_s:.0f} seconds left to guess'>"
-        f"<b>⏱ {left_s:.0f} s left</b> to guess"
+        f"<b>{left_s:.0f} s left</b> to guess"
         "<div style='height:8px;background:#e6e6e6;border-radius:4px;margin-top:4px'>"
         f"<div style='height:8px;background:#b5432f;border-radius:4px;animation:panda-timer {left_s:.1f}s linear "
         "forwards'></div></div></div>"
