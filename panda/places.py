@@ -89,6 +89,16 @@ def _check_positive(value: object, name: str, func: str, low: float = 0.0, high:
 # ---------------------------------------------------------------------------------------------
 
 
+def _upload_arguments(data: object, max_bytes: object, max_rows: object, func: str) -> tuple[bytes, int, int]:
+    """Check an upload's bytes and limits (a programming error is a TypeError or ValueError naming ``func``)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        msg = f"The 'data' parameter of {func} must be the file's bytes. Got {type(data).__name__} instead."
+        raise TypeError(msg)
+    max_b = int(_check_positive(max_bytes, "max_bytes", func))
+    max_r = int(_check_positive(max_rows, "max_rows", func))
+    return bytes(data), max_b, max_r
+
+
 def list_poi_cities() -> list[str]:
     """Embedded cities that ship a points-of-interest file (``data/pois/<city>.csv.gz``)."""
     return sorted(p.name.removesuffix(".csv.gz") for p in POI_DIR.glob("*.csv.gz"))
@@ -190,12 +200,8 @@ def parse_places_csv(
     ValueError
         For any problem with the file, with a sentence saying what to fix.
     """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        msg = f"The 'data' parameter of parse_places_csv must be the file's bytes. Got {type(data).__name__} instead."
-        raise TypeError(msg)
-    max_b = int(_check_positive(max_bytes, "max_bytes", "parse_places_csv"))
-    max_r = int(_check_positive(max_rows, "max_rows", "parse_places_csv"))
-    text = _csv_text(bytes(data), max_b, max_r)
+    raw, max_b, max_r = _upload_arguments(data, max_bytes, max_rows, "parse_places_csv")
+    text = _csv_text(raw, max_b, max_r)
     lat, lon, weight = _read_places(text, max_r)
     return _places(lat, lon, weight)
 
@@ -273,12 +279,7 @@ def parse_places_file(
     ValueError
         For any problem with the file, with a sentence saying what to fix.
     """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        msg = f"The 'data' parameter of parse_places_file must be the file's bytes. Got {type(data).__name__} instead."
-        raise TypeError(msg)
-    max_b = int(_check_positive(max_bytes, "max_bytes", "parse_places_file"))
-    max_r = int(_check_positive(max_rows, "max_rows", "parse_places_file"))
-    raw = bytes(data)
+    raw, max_b, max_r = _upload_arguments(data, max_bytes, max_rows, "parse_places_file")
     _check_size(raw, max_b, max_r)
     fmt = sniff_places_format(raw, filename)
     if fmt == "csv":
