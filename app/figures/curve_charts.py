@@ -409,7 +409,8 @@ def _style_axes(fig: go.Figure, panels: list[str], eps_values: list[float], *, l
     for i, m in enumerate(panels):
         kwargs = {"row": i + 1, "col": 1} if stacked else {}
         y_axis = {"type": "log", **log_ticks} if log_y else {"type": "linear"}
-        fig.update_yaxes(title_text=METRICS[m][1], rangemode="tozero", **y_axis, **kwargs)
+        title = METRICS[m][1].replace(" (m)", "") if log_y else METRICS[m][1]  # the log ticks carry their unit
+        fig.update_yaxes(title_text=title, rangemode="tozero", **y_axis, **kwargs)
         last = i == len(panels) - 1
         fig.update_xaxes(axis, title_text="ε (1/km)" if last else None, **kwargs)
 
