@@ -25,13 +25,18 @@ import numpy as np
 
 from panda.places import (
     _WEIGHT_NAMES,
+    DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ROWS,
     PLACES_FORMATS,
     Places,
     _check_place,
     _check_positive,
+    _check_size,
     _places,
     _too_many,
+    _upload_arguments,
+    parse_places_csv,
+    sniff_places_format,
 )
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "places_geojson",
     "places_geopackage",
     "read_places_gis",
+    "parse_places_file",
 ]
 
 #: A zipped shapefile holds a handful of files (.shp, .shx, .dbf, .prj, .cpg, an index or two, metadata).
@@ -478,3 +484,38 @@ def places_geopackage(
             pyogrio.write_dataframe(frame, path, driver="GPKG", layer=name, append=path.exists())
 
     return _written(write, ".gpkg")
+
+
+def parse_places_file(
+    data: bytes,
+    filename: str = "",
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> Places:
+    """Read uploaded places from CSV, GeoJSON, a GeoPackage or a zipped shapefile (by their bytes).
+
+    CSV goes to :func:`panda.places.parse_places_csv`; the GIS formats to :func:`read_places_gis` (points,
+    reprojected to WGS84, an optional ``weight`` attribute), under the same limits and sentences. The size
+    is checked before anything else.
+
+    Parameters
+    ----------
+    data
+        The file's bytes.
+    filename
+        The name it was uploaded under (only for a clearer sentence when its bytes are not what it claims).
+    max_bytes, max_rows
+        Largest accepted file size in bytes and number of places.
+
+    Raises
+    ------
+    ValueError
+        For any problem with the file, with a sentence saying what to fix.
+    """
+    raw, max_b, max_r = _upload_arguments(data, max_bytes, max_rows, "parse_places_file")
+    _check_size(raw, max_b, max_r)
+    fmt = sniff_places_format(raw, filename)
+    if fmt == "csv":
+        return parse_places_csv(raw, max_bytes=max_b, max_rows=max_r)
+    return read_places_gis(raw, fmt, max_rows=max_r)

@@ -27,7 +27,6 @@ __all__ = [
     "list_poi_cities",
     "load_pois",
     "parse_places_csv",
-    "parse_places_file",
     "PLACES_FORMATS",
     "sniff_places_format",
 ]
@@ -250,43 +249,6 @@ def sniff_places_format(data: bytes, filename: str = "") -> str:
         )
         raise ValueError(msg)
     return "csv"
-
-
-def parse_places_file(
-    data: bytes,
-    filename: str = "",
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_rows: int = DEFAULT_MAX_ROWS,
-) -> Places:
-    """Read uploaded places from CSV, GeoJSON, a GeoPackage or a zipped shapefile (by their bytes).
-
-    CSV goes to :func:`parse_places_csv`; the GIS formats to :func:`panda.gis.read_places_gis` (points,
-    reprojected to WGS84, an optional ``weight`` attribute), under the same limits and sentences. The size
-    is checked before anything else.
-
-    Parameters
-    ----------
-    data
-        The file's bytes.
-    filename
-        The name it was uploaded under (only for a clearer sentence when its bytes are not what it claims).
-    max_bytes, max_rows
-        Largest accepted file size in bytes and number of places.
-
-    Raises
-    ------
-    ValueError
-        For any problem with the file, with a sentence saying what to fix.
-    """
-    raw, max_b, max_r = _upload_arguments(data, max_bytes, max_rows, "parse_places_file")
-    _check_size(raw, max_b, max_r)
-    fmt = sniff_places_format(raw, filename)
-    if fmt == "csv":
-        return parse_places_csv(raw, max_bytes=max_b, max_rows=max_r)
-    from panda.gis import read_places_gis  # GDAL is imported only for a GIS file
-
-    return read_places_gis(raw, fmt, max_rows=max_r)
 
 
 def _csv_text(raw: bytes, max_bytes: int, max_rows: int) -> str:

@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
+from panda.gis import parse_places_file
 from panda.network import EARTH_RADIUS_KM, RoadNetwork, haversine_km
 from panda.network.folders import make_private_dir, open_private
 from panda.places import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
@@ -43,7 +44,6 @@ from panda.places import (
     list_poi_cities,
     load_pois,
     parse_places_csv,
-    parse_places_file,
     sniff_places_format,
 )
 

@@ -26,7 +26,8 @@ import pytest
 import shapely
 
 from panda import gis, priors
-from panda.places import DEFAULT_MAX_ROWS, load_pois, parse_places_csv, parse_places_file
+from panda.gis import parse_places_file
+from panda.places import DEFAULT_MAX_ROWS, load_pois, parse_places_csv
 
 RNG = np.random.default_rng(40)
 #: Neubrandenburg's shipped points of interest (degrees), a sample of them as the places of the round trips.

@@ -14,10 +14,9 @@ from scipy.optimize import linprog
 
 import panda
 from panda.audit import adversary_error_m
-from panda.cli import build_parser, main
+from panda.cli import build_parser, cmd_plan, main
 from panda.mechanisms import BASELINES
 from panda.plan import epsilon_grid, monotonicity, plan
-from panda.plan_cli import cmd_plan
 
 GRID = tuple(float(e) for e in np.geomspace(0.5, 40.0, 31))
 #: Pair coefficients above this are left out of the brute-force LP (see _optimum_m).
