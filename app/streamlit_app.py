@@ -53,6 +53,7 @@ def serve_page() -> None:
         st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:", default=True),
         st.Page("app_pages/guided.py", title="Guided lesson", icon=":material/slideshow:", url_path="guided"),
         st.Page("app_pages/explore.py", title="PAnDA", icon=":material/map:", url_path="explore"),
+        st.Page("app_pages/plan.py", title="Plan", icon=":material/target:", url_path="plan"),
         st.Page("app_pages/learn.py", title="Learn", icon=":material/menu_book:"),
         st.Page("app_pages/compare.py", title="Compare", icon=":material/leaderboard:"),
         st.Page("app_pages/audit.py", title="Audit", icon=":material/fact_check:"),
@@ -71,9 +72,8 @@ def serve_page() -> None:
 
     # The shown page's default loss (the page by identity: a page run outside a server, say a module
     # re-imported as __main__ by a process pool, has no title).
-    page_keys = {
-        id(p): key for p, key in zip(pages, ("lesson", "guided", "explore", "learn", "compare", "audit"), strict=True)
-    }
+    keys = ("lesson", "guided", "explore", "plan", "learn", "compare", "audit")
+    page_keys = {id(p): key for p, key in zip(pages, keys, strict=True)}
     shown = page_keys.get(id(page), "")
     params = sidebar.render(
         page_loss=PAGE_LOSS.get(shown, DEFAULT_PAGE_LOSS), fold_expert=shown in ("lesson", "guided")

@@ -29,6 +29,7 @@ __all__ = [
     "baseline_numbers_job",
     "audit_panda_job",
     "tradeoff_curve_job",
+    "plan_job",
     "relaxed_lower_bound_job",
     "repeated_reports_job",
     "attacker_errors_job",
@@ -139,6 +140,32 @@ def audit_panda_job(result, instance, n_record_pairs, progress):
 
     progress("exact PmDP audit", 0.0)
     return audit_panda(result, instance, n_record_pairs=n_record_pairs, seed=0)
+
+
+@long_job
+def plan_job(instance, target_loss_m, methods, reports_per_day, attacker_floor_m, options, progress):
+    """``panda.plan.plan``: the smallest eps per mechanism meeting the target.
+
+    ``options``: its keyword settings as ``(name, value)`` pairs. Progress: the share of the mechanisms planned.
+    """
+    from panda.plan import plan
+
+    methods = tuple(methods)
+    done = []
+
+    def step(message: str) -> None:
+        progress(message, len(done) / max(len(methods), 1))
+        done.append(message)
+
+    return plan(
+        instance,
+        float(target_loss_m),
+        methods=methods,
+        reports_per_day=int(reports_per_day),
+        attacker_floor_m=attacker_floor_m,
+        progress=step,
+        **dict(options),
+    )
 
 
 @long_job

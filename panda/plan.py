@@ -123,7 +123,9 @@ class MechanismPlan:
     ``epsilon_day_per_km``: ``k eps``. ``epsilon_low_per_km``: the grid neighbour below, which fails (optimal LP:
     certified impossible at and below it; ``lower_bound_at_low_m`` is the bound there). ``loss_m``,
     ``adversary_error_m``, ``risk``, ``day``: the mechanism at the planned eps. ``meets_attacker_floor``: the
-    attacker's error there is at least the floor (``None`` without a floor or a plan).
+    attacker's error there is at least the floor (``None`` without a floor or a plan). ``place_loss_m``: ``(K,)``
+    the expected loss of a report at each place at the planned eps, metres (``None`` without a plan); its
+    prior-weighted mean is ``loss_m``.
     """
 
     method: str
@@ -143,10 +145,12 @@ class MechanismPlan:
     evaluations: tuple[Evaluation, ...]
     time_s: float
     note: str = ""
+    place_loss_m: np.ndarray | None = None
 
     def summary(self) -> dict:
-        """Plain data for JSON output."""
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("risk", "day", "evaluations")}
+        """Plain data for JSON output (no per-place arrays)."""
+        arrays = ("risk", "day", "evaluations", "place_loss_m")
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in arrays}
         out["risk"] = None if self.risk is None else self.risk.summary()
         out["day"] = None if self.day is None else self.day.summary()
         out["evaluations"] = [vars(e) for e in self.evaluations]
@@ -155,7 +159,12 @@ class MechanismPlan:
 
 @dataclass(frozen=True)
 class PlanResult:
-    """Outcome of :func:`plan`: the inputs and one :class:`MechanismPlan` per mechanism, in the order asked."""
+    """Outcome of :func:`plan`: the inputs and one :class:`MechanismPlan` per mechanism, in the order asked.
+
+    ``reachable_m``: the least expected loss any mechanism over the instance's outputs can have (each place
+    reported as its cheapest output: ``sum_x p_x min_y cost[x, y]``), metres; a target below it cannot be met
+    at any eps.
+    """
 
     target_loss_m: float
     loss: str
@@ -165,6 +174,7 @@ class PlanResult:
     warm: bool
     mechanisms: tuple[MechanismPlan, ...]
     time_s: float
+    reachable_m: float = float("nan")
 
     def of(self, method: str) -> MechanismPlan:
         """Return the plan of ``method`` (KeyError if it was not planned)."""
@@ -465,8 +475,9 @@ def _plan_method(
     nan, low = math.nan, search.verdicts.get(lo)
     eps = grid[hi] if hi < len(grid) else nan
     mech = search.best[1] if search.best is not None and hi < len(grid) else None
-    risk, day, adv = None, None, nan
+    risk, day, adv, place_loss = None, None, nan, None
     if mech is not None:
+        place_loss = np.einsum("xy,xy->x", mech.matrix, instance.cost_m)
         d_m = instance.d_km * 1000.0
         adv = float(adversary_error_m(mech.matrix, instance.prior, d_m))
         risk = risk_report(mech.matrix, instance.prior, d_m, radii_m=options["radii_m"])
@@ -490,6 +501,7 @@ def _plan_method(
         evaluations=tuple(search.evaluations),
         time_s=time.perf_counter() - t0,
         note=note,
+        place_loss_m=place_loss,
     )
 
 
@@ -590,4 +602,5 @@ def plan(
         warm=bool(warm),
         mechanisms=tuple(plans),
         time_s=time.perf_counter() - t0,
+        reachable_m=float(instance.prior @ instance.cost_m.min(axis=1)),
     )

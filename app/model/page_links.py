@@ -7,12 +7,14 @@ every entry.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from app.model.lesson_scenes import SCENES
 from app.model.params import RANGES, _shown
+from panda.risk import MAX_DAY_REPORTS
 
 __all__ = [
     "PageParam",
@@ -28,6 +30,9 @@ __all__ = [
     "DEFAULT_COMPARE_TIME_S",
     "LESSON_MECHANISMS",
     "LESSON_TABS",
+    "PLAN_TARGET_RANGE_M",
+    "PLAN_PER_DAY_RANGE",
+    "DEFAULT_TARGET_M",
     "read_page_query",
     "page_query",
 ]
@@ -82,9 +87,46 @@ def _parse_reports(text: str) -> int:
     return value
 
 
+def _count_from(low: int, high: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"is not a whole number of {what} ({low:g} to {high:g})") from None
+        if not low <= value <= high:
+            raise ValueError(f"is not a number of {what} from {low:g} to {high:g}")
+        return value
+
+    return parse
+
+
 def _format_reports(value: Any) -> str | None:
     text = _format_count(value)
     return None if text in (None, "1") else text
+
+
+def _metres(low: float, high: float, what: str) -> Callable[[str], float]:
+    """The parser of a distance in metres from ``low`` to ``high`` (the planner's target and floor)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"is not {what} in metres ({low:g} to {high:g})") from None
+        if not math.isfinite(value) or not low <= value <= high:  # nan, inf, 1e999
+            raise ValueError(f"is not {what} from {low:g} to {high:g} m")
+        return value
+
+    return parse
+
+
+def _format_metres(default: float) -> Callable[[Any], str | None]:
+    def fmt(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value == default:
+            return None
+        return f"{float(value):g}"
+
+    return fmt
 
 
 def _one_of(options: Mapping[str, Any], what: str) -> Callable[[str], Any]:
@@ -132,6 +174,11 @@ def _format_default(ids: Mapping[Any, str], default: Any) -> Callable[[Any], str
 
     return fmt
 
+
+#: The planner's tolerable error and attacker's floor (metres), its reports a day (up to one a minute), the default.
+PLAN_TARGET_RANGE_M = (0.0, 20_000.0)
+PLAN_PER_DAY_RANGE = (1, MAX_DAY_REPORTS)
+DEFAULT_TARGET_M = 500.0
 
 #: Explore's chart tabs (their labels); the link names them by the short id (``?tab=time``).
 CHART_TABS = {
@@ -231,6 +278,11 @@ PAGE_QUERY: dict[str, PageParam] = {
         _one_of({scene.key: i for i, scene in enumerate(SCENES)}, "a scene of the guided lesson"),
         _format_default({i: scene.key for i, scene in enumerate(SCENES)}, 0),
     ),
+    # The planner (its tolerable error and attacker's floor in metres, reports a day, the optimal LP asked for)
+    "target": PageParam("plan_target_m", _metres(*PLAN_TARGET_RANGE_M, "an error"), _format_metres(DEFAULT_TARGET_M)),
+    "floor": PageParam("plan_floor_m", _metres(*PLAN_TARGET_RANGE_M, "an attacker's error"), _format_metres(0.0)),
+    "perday": PageParam("plan_per_day", _count_from(*PLAN_PER_DAY_RANGE, "reports a day"), _format_reports),
+    "certify": PageParam("plan_lp", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),
     # Every page
     "present": PageParam("w_present", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),
 }

@@ -83,9 +83,9 @@ LOSS_OPTIONS = {
     "straight": "Straight-line distance to the report",
     "task": "The paper's task cost",
 }
-#: Each page's default loss: the Lesson teaches with the distance people mean; the research pages keep the
-#: paper's one-task cost (its setup, and the reproduction's).
-PAGE_LOSS = {"lesson": "road", "guided": "road", "learn": "road"}
+#: Each page's default loss: the Lesson teaches with the distance people mean, the planner with the straight line a
+#: stakeholder means by "300 m"; the research pages keep the paper's one-task cost (its setup, and the reproduction's).
+PAGE_LOSS = {"lesson": "road", "guided": "road", "learn": "road", "plan": "straight"}
 #: The losses' names in a few words (the "auto" option says which one it is on the page).
 LOSS_SHORT = {"road": "road distance", "straight": "straight line", "task": "the paper's task cost"}
 DEFAULT_PAGE_LOSS = "task"
