@@ -46,10 +46,10 @@ except Exception as exc:  # noqa: BLE001 (a sentence on the page, never a traceb
 ss = st.session_state
 # The page's own state (also in the link: app.model.page_links.PAGE_QUERY), validated before the widgets.
 low_m, high_m = PLAN_TARGET_RANGE_M
-if not isinstance(ss.get("plan_target_m"), float) or not low_m <= ss.plan_target_m <= high_m:
+if not isinstance(ss.get("plan_target_m"), int) or not low_m <= ss.plan_target_m <= high_m:
     ss.plan_target_m = DEFAULT_TARGET_M
-if not isinstance(ss.get("plan_floor_m"), float) or not low_m <= ss.plan_floor_m <= high_m:
-    ss.plan_floor_m = 0.0
+if not isinstance(ss.get("plan_floor_m"), int) or not low_m <= ss.plan_floor_m <= high_m:
+    ss.plan_floor_m = 0
 if not isinstance(ss.get("plan_per_day"), int) or not PLAN_PER_DAY_RANGE[0] <= ss.plan_per_day <= PLAN_PER_DAY_RANGE[1]:
     ss.plan_per_day = 1
 if not isinstance(ss.get("plan_lp"), bool):
@@ -61,8 +61,7 @@ target = c[0].number_input(
     "Tolerable expected error (m)",
     min_value=low_m,
     max_value=high_m,
-    step=50.0,
-    format="%.0f",
+    step=50,
     key="plan_target_m",
     persist_state="session",
     help="How far, on average over the people, a report may land from their true place "
@@ -81,8 +80,7 @@ floor = c[2].number_input(
     "Attacker's error at least (m)",
     min_value=low_m,
     max_value=high_m,
-    step=50.0,
-    format="%.0f",
+    step=50,
     key="plan_floor_m",
     persist_state="session",
     help="The least error the best attacker should be left with (0: no floor). Each answer says whether it holds.",

@@ -7,7 +7,6 @@ every entry.
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -105,26 +104,26 @@ def _format_reports(value: Any) -> str | None:
     return None if text in (None, "1") else text
 
 
-def _metres(low: float, high: float, what: str) -> Callable[[str], float]:
-    """The parser of a distance in metres from ``low`` to ``high`` (the planner's target and floor)."""
+def _metres(low: int, high: int, what: str) -> Callable[[str], int]:
+    """The parser of a whole number of metres from ``low`` to ``high`` (the planner's target and floor)."""
 
-    def parse(text: str) -> float:
+    def parse(text: str) -> int:
         try:
-            value = float(text)
+            value = int(text)
         except ValueError:
-            raise ValueError(f"is not {what} in metres ({low:g} to {high:g})") from None
-        if not math.isfinite(value) or not low <= value <= high:  # nan, inf, 1e999
+            raise ValueError(f"is not {what} in whole metres ({low:g} to {high:g})") from None
+        if not low <= value <= high:
             raise ValueError(f"is not {what} from {low:g} to {high:g} m")
         return value
 
     return parse
 
 
-def _format_metres(default: float) -> Callable[[Any], str | None]:
+def _format_metres(default: int) -> Callable[[Any], str | None]:
     def fmt(value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value == default:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value == default:
             return None
-        return f"{float(value):g}"
+        return str(int(value))
 
     return fmt
 
@@ -176,9 +175,9 @@ def _format_default(ids: Mapping[Any, str], default: Any) -> Callable[[Any], str
 
 
 #: The planner's tolerable error and attacker's floor (metres), its reports a day (up to one a minute), the default.
-PLAN_TARGET_RANGE_M = (0.0, 20_000.0)
+PLAN_TARGET_RANGE_M = (0, 20_000)
 PLAN_PER_DAY_RANGE = (1, MAX_DAY_REPORTS)
-DEFAULT_TARGET_M = 500.0
+DEFAULT_TARGET_M = 500
 
 #: Explore's chart tabs (their labels); the link names them by the short id (``?tab=time``).
 CHART_TABS = {
@@ -280,7 +279,7 @@ PAGE_QUERY: dict[str, PageParam] = {
     ),
     # The planner (its tolerable error and attacker's floor in metres, reports a day, the optimal LP asked for)
     "target": PageParam("plan_target_m", _metres(*PLAN_TARGET_RANGE_M, "an error"), _format_metres(DEFAULT_TARGET_M)),
-    "floor": PageParam("plan_floor_m", _metres(*PLAN_TARGET_RANGE_M, "an attacker's error"), _format_metres(0.0)),
+    "floor": PageParam("plan_floor_m", _metres(*PLAN_TARGET_RANGE_M, "an attacker's error"), _format_metres(0)),
     "perday": PageParam("plan_per_day", _count_from(*PLAN_PER_DAY_RANGE, "reports a day"), _format_reports),
     "certify": PageParam("plan_lp", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),
     # Every page

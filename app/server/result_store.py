@@ -220,6 +220,8 @@ def _check_doc(kind: str, doc: Any) -> None:
         raise RefusedFile("numbers whose document is not an object")
     elif kind == "curve" and not (isinstance(doc, list) and all(isinstance(r, dict) for r in doc)):
         raise RefusedFile("a curve whose document is not a list of rows")
+    elif kind == "plan" and not (isinstance(doc, dict) and isinstance(doc.get("mechanisms"), list)):
+        raise RefusedFile("a plan whose document is not an object with its mechanisms")
 
 
 def _unpack(blob: bytes, kind: str, inputs: list) -> tuple[Any, dict[str, np.ndarray]]:

@@ -191,6 +191,26 @@ def test_reports_a_day_and_the_attacker_floor(tiny, optimum):
     assert high.meets_attacker_floor is False and high.epsilon_per_km == em.epsilon_per_km
 
 
+def test_each_place_s_report_error_and_the_reachable_floor(tiny, optimum):
+    """place_loss_m is each row's expected cost of the planned matrix (its prior mean the plan's loss);
+    reachable_m is the prior mean of each place's cheapest output, and no plan's loss lies below it."""
+    out = plan(tiny, _target_between(optimum, 15), methods=["em", "laplace", "lp"], epsilons_per_km=GRID)
+    reachable = sum(tiny.prior[x] * min(tiny.cost_m[x]) for x in range(tiny.n_records))
+    assert out.reachable_m == pytest.approx(reachable, rel=1e-12)
+    for m in out.mechanisms:
+        assert m.place_loss_m.shape == (tiny.n_records,)
+        assert float(tiny.prior @ m.place_loss_m) == pytest.approx(m.loss_m, rel=1e-9)
+        assert m.loss_m >= out.reachable_m - 1e-9
+        if m.method != "lp":  # rebuilt from scratch: the same deterministic matrix
+            mat = BASELINES[m.method](tiny, m.epsilon_per_km).matrix
+            rows = [sum(mat[x, y] * tiny.cost_m[x, y] for y in range(mat.shape[1])) for x in range(mat.shape[0])]
+            np.testing.assert_allclose(m.place_loss_m, rows, rtol=1e-9)
+    assert "place_loss_m" not in out.of("em").summary()
+    json.dumps(out.summary())  # plain data, no arrays
+    unmet = plan(tiny, 0.5 * out.reachable_m, methods=["em"], epsilons_per_km=GRID).of("em")
+    assert unmet.place_loss_m is None and unmet.risk is None
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
