@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from panda.audit import adversary_error_m
+from panda.audit import adversary_error_m, audit_mechanism, audit_numbers, kept_audit_numbers
 from panda.instance import Instance
 from panda.mechanisms import BASELINES
 from panda.mechanisms.base import MechanismResult
@@ -125,7 +125,9 @@ class MechanismPlan:
     ``adversary_error_m``, ``risk``, ``day``: the mechanism at the planned eps. ``meets_attacker_floor``: the
     attacker's error there is at least the floor (``None`` without a floor or a plan). ``place_loss_m``: ``(K,)``
     the expected loss of a report at each place at the planned eps, metres (``None`` without a plan); its
-    prior-weighted mean is ``loss_m``.
+    prior-weighted mean is ``loss_m``. ``audit_passed``, ``audit_violation_rate``: the exact eps-mDP audit of the
+    planned matrix over every pair of places (:func:`panda.audit.audit_mechanism`; ``None`` and ``nan`` without a
+    plan).
     """
 
     method: str
@@ -146,6 +148,8 @@ class MechanismPlan:
     time_s: float
     note: str = ""
     place_loss_m: np.ndarray | None = None
+    audit_passed: bool | None = None
+    audit_violation_rate: float = float("nan")
 
     def summary(self) -> dict:
         """Plain data for JSON output (no per-place arrays)."""
@@ -475,8 +479,10 @@ def _plan_method(
     nan, low = math.nan, search.verdicts.get(lo)
     eps = grid[hi] if hi < len(grid) else nan
     mech = search.best[1] if search.best is not None and hi < len(grid) else None
-    risk, day, adv, place_loss = None, None, nan, None
+    risk, day, adv, place_loss, audit = None, None, nan, None, None
     if mech is not None:
+        audit = kept_audit_numbers(mech, eps) or audit_numbers(audit_mechanism(mech.matrix, instance.d_km, eps),
+                                                               mech.matrix)  # fmt: skip
         place_loss = np.einsum("xy,xy->x", mech.matrix, instance.cost_m)
         d_m = instance.d_km * 1000.0
         adv = float(adversary_error_m(mech.matrix, instance.prior, d_m))
@@ -502,6 +508,8 @@ def _plan_method(
         time_s=time.perf_counter() - t0,
         note=note,
         place_loss_m=place_loss,
+        audit_passed=None if audit is None else bool(audit["passed"]),
+        audit_violation_rate=nan if audit is None else float(audit["violation_rate"]),
     )
 
 

@@ -115,12 +115,15 @@ def _mechanism(doc: Any, arrays: Mapping[str, np.ndarray], i: int, n_places: int
         "loss_m",
         "adversary_error_m",
         "time_s",
+        "audit_violation_rate",
     )
+    passed = doc["audit_passed"]
     return MechanismPlan(
         method=_text(doc["method"]),
         outcome=_text(doc["outcome"]),
         **{k: _float(doc[k]) for k in numbers},
         meets_attacker_floor=None if meets is None else bool(meets),
+        audit_passed=None if passed is None else bool(passed),
         monotone=bool(doc["monotone"]),
         monotone_reason=_text(doc["monotone_reason"]),
         search=_text(doc["search"]),

@@ -7,8 +7,6 @@ most to guess, with the risk in plain terms, the search as a chart, every place 
 files.
 """
 
-import math
-
 import pandas as pd
 import streamlit as st
 
@@ -18,9 +16,8 @@ from app.figures.plan_charts import exposure_deck, plan_figure
 from app.model import plan_numbers
 from app.model.landmarks import place_labels
 from app.model.page_links import DEFAULT_TARGET_M, PLAN_PER_DAY_RANGE, PLAN_TARGET_RANGE_M
-from app.model.plan_files import plan_geojson, plan_geopackage
 from app.server.plan_jobs import PLAN_LP_LIMIT_S, planned
-from app.widgets import current_view, sidebar
+from app.widgets import current_view, plan_downloads, sidebar
 from panda.execution import JobError
 from panda.instance import InstanceTooLargeError
 
@@ -156,6 +153,7 @@ st.caption(
 )
 
 labels = place_labels(params.source, inst.lon, inst.lat)
+segments, _ = state.road_segments(params.source)
 left, right = st.columns([1, 1], gap="medium")
 with left, current_view.guarded("The planner's chart"):
     st.plotly_chart(plan_figure(result), key="plan_chart")
@@ -173,7 +171,6 @@ with right, current_view.guarded("The exposure map"):
             format_func=plan_numbers.PLAN_METHODS.get,
             key="plan_mapped",
         )
-        segments, _ = state.road_segments(params.source)
         plan = result.of(mapped)
         st.pydeck_chart(
             exposure_deck(inst, plan, labels, roads=maps.roads_layer(segments), height_px=MAP_HEIGHT),
@@ -190,24 +187,4 @@ with right, current_view.guarded("The exposure map"):
 
 if mapped:
     st.subheader("Take it with you")
-    d = st.columns(3)
-    stem = f"panda-plan-{math.floor(result.target_loss_m):d}m"
-    d[0].download_button(
-        "Places as GeoPackage",
-        data=lambda: plan_geopackage(result, inst, labels, mapped),
-        file_name=f"{stem}.gpkg",
-        mime="application/geopackage+sqlite3",
-        key="plan_gpkg",
-        on_click="ignore",
-        help="Layers 'places' (every place with its errors and risks per mechanism) and 'exposure' (the worst-off "
-        "places of the mapped mechanism); WGS84 (EPSG:4326).",
-    )
-    d[1].download_button(
-        "Places as GeoJSON",
-        data=lambda: plan_geojson(result, inst, labels),
-        file_name=f"{stem}.geojson",
-        mime="application/geo+json",
-        key="plan_geojson",
-        on_click="ignore",
-        help="Every place with its errors and risks per mechanism; WGS84 (CRS84).",
-    )
+    plan_downloads.plan_downloads(result, inst, params, labels, segments, mapped)

@@ -23,7 +23,7 @@ from app.figures.palette import MECHANISM_COLORS, OKABE_ITO, hex_to_rgb
 from app.model.plan_numbers import PLAN_METHODS, fmt_eps, worst_off
 from panda.plan import MechanismPlan, PlanResult
 
-__all__ = ["plan_figure", "exposure_deck", "EXPOSURE_LAYER"]
+__all__ = ["plan_figure", "exposure_colors", "exposure_deck", "EXPOSURE_LAYER"]
 
 #: The exposure map's layer id (its places are pickable: the tooltip names them).
 EXPOSURE_LAYER = "exposure"
@@ -92,9 +92,14 @@ def plan_figure(result: PlanResult, *, height: int = 380) -> go.Figure:
         height=height,
         margin={"l": 10, "r": 10, "t": 30, "b": 10},
         legend={"orientation": "h", "y": 1.08, "x": 0},
-        xaxis={"type": "log", "title": "ε (per km; larger = less private)"},
+        xaxis={
+            "type": "log",
+            "title": "ε (per km; larger = less private)",
+            "tickvals": [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100],
+            "automargin": True,
+        },
         # The decision is made near the target: errors far above it (the smallest eps tried) leave the chart.
-        yaxis={"title": "expected error (m)", "range": [0, _top_m(result)]},
+        yaxis={"title": "expected error (m)", "range": [0, _top_m(result)], "automargin": True},
     )
     return fig
 
@@ -103,6 +108,19 @@ def _top_m(result: PlanResult) -> float:
     """The error axis's top: room above the target and every planned point, not the whole search."""
     planned = [m.loss_m for m in result.mechanisms if math.isfinite(m.loss_m)]
     return 1.15 * max([2.5 * result.target_loss_m, 1.5 * result.reachable_m, *planned, 1.0])
+
+
+def exposure_colors(plan: MechanismPlan) -> list[list[int]]:
+    """Each place's RGBA colour on the exposure map: by the rank of the attacker's error there, the lowest darkest.
+
+    By rank, not by value: a few far outliers would otherwise paint every other place the same dark blue.
+    """
+    if plan.risk is None:
+        raise ValueError(f"The mechanism {plan.method!r} has no plan to map.")
+    error = np.asarray(plan.risk.place_error_m, dtype=float)
+    rank = np.empty(error.size)
+    rank[np.argsort(error, kind="stable")] = np.arange(error.size) / max(error.size - 1, 1)
+    return [heat_color(1.0 - r) for r in rank]
 
 
 def exposure_deck(
@@ -120,14 +138,12 @@ def exposure_deck(
     error = np.asarray(plan.risk.place_error_m, dtype=float)
     report = np.asarray(plan.place_loss_m, dtype=float)
     flagged = worst_off(plan, instance.prior)
-    # By rank, not by value: a few far outliers would otherwise paint every other place the same dark blue.
-    rank = np.empty(error.size)
-    rank[np.argsort(error, kind="stable")] = np.arange(error.size) / max(error.size - 1, 1)
+    colors = exposure_colors(plan)
     pos = record_positions(instance)
     data = [
         {
             "p": pos(x),
-            "c": heat_color(1.0 - rank[x]),  # the lowest error the darkest: the most exposed
+            "c": colors[x],
             "w": 2 if flagged[x] else 0,
             "tooltip": (
                 f"{labels[x]}\nattacker's error {error[x]:,.0f} m · report's error {report[x]:,.0f} m"

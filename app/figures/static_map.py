@@ -20,7 +20,7 @@ import panda
 from app.figures.lesson_maps import A_COLOR, B_COLOR, BELIEF_FLOOR, GUESS_COLOR, REPORT_FLOOR, heat_order
 from app.figures.maps import COLORS, heat_color
 
-__all__ = ["static_lesson_map", "ring_lon_lat", "TRACE_NAMES"]
+__all__ = ["static_lesson_map", "static_exposure_map", "ring_lon_lat", "TRACE_NAMES"]
 
 #: Trace name of each layer (the legend's words; tests find the layers by them).
 TRACE_NAMES = {
@@ -288,3 +288,44 @@ def _layout(fig: go.Figure, width_px: int, height_px: int, attribution: str) -> 
             }
         ],
     )
+
+
+def static_exposure_map(
+    instance: panda.Instance,
+    segments: list[dict],
+    colors: Sequence[Sequence[int]],
+    ringed: np.ndarray,
+    *,
+    height_px: int = 520,
+    width_px: int = 640,
+) -> go.Figure:
+    """The planner's exposure map as a plotly figure (for its brief): every place in its ``(K,)`` RGBA colour (as on
+    :func:`app.figures.plan_charts.exposure_deck`), the ``ringed`` places (a ``(K,)`` mask) outlined in vermillion."""
+    lon = np.asarray(instance.lon, dtype=float)
+    lat = np.asarray(instance.lat, dtype=float)
+    ringed = np.asarray(ringed, dtype=bool)
+    fig = go.Figure()
+    fig.add_trace(_roads(segments))
+    fig.add_trace(
+        go.Scatter(
+            x=lon,
+            y=lat,
+            mode="markers",
+            name="Places (darker: the attacker guesses closer)",
+            marker={"size": 6, "color": [_rgba(c) for c in colors], "line": {"width": 0}},
+            hoverinfo="skip",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=lon[ringed],
+            y=lat[ringed],
+            mode="markers",
+            name="The worst-off 10 %",
+            marker={"size": 9, "color": "rgba(0,0,0,0)", "line": {"width": 1.5, "color": "#D55E00"}},
+            hoverinfo="skip",
+        )
+    )
+    _fit_view(fig, lon, lat)
+    _layout(fig, width_px, height_px, instance.network.attribution)
+    return fig

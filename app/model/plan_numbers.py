@@ -21,6 +21,7 @@ __all__ = [
     "answer_sentence",
     "best_plan",
     "table_rows",
+    "audit_words",
     "place_columns",
     "worst_off",
 ]
@@ -122,10 +123,20 @@ def table_rows(result: PlanResult) -> list[dict]:
         if result.reports_per_day > 1:
             row[f"attacker after {result.reports_per_day:,} reports"] = after
             row["with the re-send defence"] = defence
+        row["exact audit"] = audit_words(plan)
         if plan.method == "lp" and math.isfinite(plan.epsilon_low_per_km):
             row["certified: impossible at or below"] = fmt_eps(plan.epsilon_low_per_km)
         rows.append(row)
     return rows
+
+
+def audit_words(plan: MechanismPlan) -> str:
+    """The exact eps-mDP audit of the planned matrix in words."""
+    if plan.audit_passed is None:
+        return "—"
+    if plan.audit_passed:
+        return "passed: ε-mDP holds for every pair of places"
+    return f"fails for {fmt_pct(plan.audit_violation_rate)} of the pairs of places"
 
 
 def place_columns(result: PlanResult, prior: np.ndarray) -> dict[str, np.ndarray]:

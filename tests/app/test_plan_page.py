@@ -6,20 +6,28 @@ with the page's settings, and compare. Small views (K = 200) keep the file fast.
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import io
 import json
 import math
 import re
+import shutil
+import subprocess
 
 import apptest_support as support
 import geopandas as gpd
 import numpy as np
 import pyogrio
 import pytest
+import segno
 from apptest_support import clear_caches, release_resources, run_ok  # noqa: F401 (autouse fixtures)
 
 import panda
 from app.model import plan_numbers
+from app.model.export_files import ExportError
+from app.model.pdf_print import html_to_pdf
+from app.model.plan_brief import BriefView, brief_html
 from app.model.plan_files import plan_geojson, plan_geopackage
 from app.server.plan_jobs import PLAN_BUILD_LIMIT_S, plan_key_inputs
 from panda.plan import plan
@@ -64,6 +72,8 @@ def test_the_answer_and_the_table_are_the_library_s(kotka):
         assert row["attacker's error (m)"] == pytest.approx(m.adversary_error_m, rel=1e-9)
         assert row["attacker within 250 m"] == plan_numbers.fmt_pct(m.risk.chance_within[1])
     assert at.query_params["target"] == "450" and at.query_params["perday"] == "12"
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert labels == ["Brief (PDF)", "Brief (HTML)", "Places (GeoPackage)", "Places (GeoJSON)"], labels
 
 
 def test_a_target_below_the_reachable_error_gets_a_sentence():
@@ -178,3 +188,69 @@ def test_the_gis_files_hold_the_library_s_numbers(small):
     np.testing.assert_array_equal(back["em_attacker_error_m"], em.risk.place_error_m)
     assert back["label"].tolist() == list(labels)
     assert re.fullmatch(r"Place \d+", back["label"][0])
+
+
+def _brief_view(**changes) -> BriefView:
+    view = BriefView(
+        date="2026-12-08",
+        place_name="Kotka, FI",
+        attribution="(c) OpenStreetMap contributors, ODbL 1.0",
+        n_places=40,
+        n_outputs=12,
+        prior_words="Uniform",
+        mapped="em",
+        map_svg="<svg id='map'></svg>",
+        chart_svg="<svg id='chart'></svg>",
+        link="http://127.0.0.1:8501/plan?target=400&perday=288",
+    )
+    return dataclasses.replace(view, **changes)
+
+
+def test_the_brief_states_the_plan_and_is_the_same_file_for_the_same_view(small):
+    _, result = small
+    page = brief_html(result, _brief_view())
+    assert page == brief_html(result, _brief_view())  # nothing in it but the stated date depends on when
+    flat = re.sub(r"<[^>]+>", "", page)
+    assert html.unescape(re.sub(r"\*\*", "", plan_numbers.answer_sentence(result))) in html.unescape(
+        " ".join(flat.split())
+    )
+    for m in result.mechanisms:
+        assert f"{m.adversary_error_m:,.0f}" in flat and plan_numbers.audit_words(m) in flat
+        assert f"{m.risk.worst_share_error_m:,.0f} m on average" in flat
+    assert flat.count("2026-12-08") == 1 and "Uniform" in flat and "288 reports per person a day" in flat
+    assert segno.make(_brief_view().link, error="m").svg_inline(scale=2, dark="#1f1f1f") in page
+    assert "<svg id='map'></svg>" in page and "<svg id='chart'></svg>" in page
+    assert "http" not in re.sub(r'href="[^"]*"|xmlns="[^"]*"|>http[^<]*<', "", page.split("<body>")[1])
+
+
+def test_the_brief_escapes_what_a_link_or_an_upload_named():
+    inst_name = '<script>alert(1)</script> "Town"'
+    link = 'http://x/plan?a=1&b="><script>alert(2)</script>'
+    page = brief_html(
+        plan(
+            panda.make_instance(
+                panda.load_city("kotka"), n_records=20, n_outputs=6, n_users=3, seed=1, loss="straight"
+            ),
+            2000.0,
+            methods=("em",),
+        ),
+        _brief_view(place_name=inst_name, link=link),
+    )
+    assert "<script>" not in page and "&lt;script&gt;alert(1)" in page
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils (.ci/run installs it)")
+def test_the_brief_prints_to_a_pdf_that_reads_as_the_page(small):
+    _, result = small
+    pdf = html_to_pdf(brief_html(result, _brief_view()))
+    assert pdf[:5] == b"%PDF-"
+    text = subprocess.run(["pdftotext", "-", "-"], input=pdf, capture_output=True, check=True).stdout.decode()
+    flat = " ".join(text.split())
+    assert "Which ε for an expected error of" in flat and "Reopen it" in flat
+    assert f"ε = {plan_numbers.fmt_eps(plan_numbers.best_plan(result).epsilon_per_km)}" in flat
+
+
+def test_a_pdf_without_chromium_is_a_sentence(monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
+    with pytest.raises(ExportError, match="needs Chromium"):
+        html_to_pdf("<p>hi</p>")

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 import panda
-from panda.audit import adversary_error_m
+from panda.audit import adversary_error_m, audit_mechanism
 from panda.cli import build_parser, cmd_plan, main
 from panda.mechanisms import BASELINES
 from panda.plan import epsilon_grid, monotonicity, plan
@@ -205,10 +205,13 @@ def test_each_place_s_report_error_and_the_reachable_floor(tiny, optimum):
             mat = BASELINES[m.method](tiny, m.epsilon_per_km).matrix
             rows = [sum(mat[x, y] * tiny.cost_m[x, y] for y in range(mat.shape[1])) for x in range(mat.shape[0])]
             np.testing.assert_allclose(m.place_loss_m, rows, rtol=1e-9)
+            exact = audit_mechanism(mat, tiny.d_km, m.epsilon_per_km)
+            assert m.audit_passed == exact.passed and m.audit_violation_rate == exact.violation_rate
+        assert m.audit_passed is True  # the three are eps-mDP by construction (the LP's matrix repaired exactly)
     assert "place_loss_m" not in out.of("em").summary()
     json.dumps(out.summary())  # plain data, no arrays
     unmet = plan(tiny, 0.5 * out.reachable_m, methods=["em"], epsilons_per_km=GRID).of("em")
-    assert unmet.place_loss_m is None and unmet.risk is None
+    assert unmet.place_loss_m is None and unmet.risk is None and unmet.audit_passed is None
 
 
 @pytest.mark.parametrize(
