@@ -16,7 +16,7 @@ from app.figures.plan_charts import exposure_deck, plan_figure
 from app.model import plan_numbers
 from app.model.landmarks import place_labels
 from app.model.page_links import DEFAULT_TARGET_M, PLAN_PER_DAY_RANGE, PLAN_TARGET_RANGE_M
-from app.server.plan_jobs import PLAN_LP_LIMIT_S, planned
+from app.plan_jobs import PLAN_LP_LIMIT_S, planned
 from app.widgets import current_view, plan_downloads, sidebar
 from panda.execution import JobError
 from panda.instance import InstanceTooLargeError
@@ -169,7 +169,8 @@ with right, current_view.guarded("The exposure map"):
             mapped_options,
             index=mapped_options.index(default),
             format_func=plan_numbers.PLAN_METHODS.get,
-            key="plan_mapped",
+            # One key per question: a new answer shows its own best mechanism, not the last question's.
+            key=f"plan_mapped_{abs(hash((params.instance_key, target, per_day, floor, methods)))}",
         )
         plan = result.of(mapped)
         st.pydeck_chart(

@@ -29,7 +29,7 @@ from app.model.export_files import ExportError
 from app.model.pdf_print import html_to_pdf
 from app.model.plan_brief import BriefView, brief_html
 from app.model.plan_files import plan_geojson, plan_geopackage
-from app.server.plan_jobs import PLAN_BUILD_LIMIT_S, plan_key_inputs
+from app.plan_jobs import PLAN_BUILD_LIMIT_S, plan_key_inputs
 from panda.plan import plan
 from panda.plan_record import plan_from_record, plan_record
 

@@ -28,6 +28,8 @@ PAGES = {
     "Compare": ("compare", '[data-testid="stTable"]'),
     "Audit": ("audit", '[data-testid="stDataFrame"]'),
     "Guided lesson": ("guided", '[data-testid="stAlert"]'),
+    "Plan": ("plan", '[data-testid="stDeckGlJsonChart"]'),
+    "Play (join)": ("play", '[data-testid="stTextInput"]'),
 }
 BLOCKING = ("serious", "critical")
 
@@ -50,8 +52,8 @@ def _report(violations: list[dict]) -> str:
 
 @pytest.mark.parametrize(
     ("name", "viewport"),
-    [(name, (1280, 720)) for name in PAGES] + [("Lesson", (390, 844))],
-    ids=[f"{name}-1280x720" for name in PAGES] + ["Lesson-390x844"],
+    [(name, (1280, 720)) for name in PAGES] + [("Lesson", (390, 844)), ("Play (join)", (390, 844))],
+    ids=[f"{name}-1280x720" for name in PAGES] + ["Lesson-390x844", "Play (join)-390x844"],
 )
 def test_no_serious_axe_violations(server, browser, name, viewport):  # noqa: F811
     path, ready = PAGES[name]
