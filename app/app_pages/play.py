@@ -94,7 +94,6 @@ except Exception as exc:  # noqa: BLE001 (never a traceback on a phone)
 
 inst = state.instance(*pv.view)
 net = state.network(pv.view[0])
-labels = landmarks.place_labels(pv.view[0], inst.lon, inst.lat)  # "Place 61 · near Gartenstraße"
 label = lesson_numbers.MECHANISMS.get(pv.mechanism, (pv.mechanism,))[0]
 k = pv.n_reports
 st.markdown(f"### Round {pv.round_number}: where was {'this report' if k == 1 else 'this place'} made?")
@@ -162,12 +161,11 @@ elif pv.secret is None and pv.status == "open":
         _timer_bar(pv.timer_left_s)
     kind, text = ss.get("play_msg") or ("", "")
     if kind == "ok":
-        st.success(landmarks.with_place_names(text, labels), icon=":material/check_circle:")
+        st.success(text, icon=":material/check_circle:")
     elif kind == "no":
         st.warning(text)
     elif pv.guess is not None:
-        st.success(landmarks.with_place_names(f"Your guess is saved: place {pv.guess}.", labels),
-                   icon=":material/check_circle:")  # fmt: skip
+        st.success(f"Your guess is saved: place {pv.guess}.", icon=":material/check_circle:")
 elif pv.status == "scoring":
     st.info(
         "**Revealed.** The scores are being worked out: yours appears here in a moment.",
@@ -204,7 +202,6 @@ if not pv.waiting:
         secret=pv.secret,
         bayes_place=pv.bayes_place,
         landmarks=landmarks.landmarks(pv.view[0], inst.lon, inst.lat),
-        labels=labels,
         height_px=MAP_HEIGHT,
     )
     time_up = pv.timer_left_s is not None and pv.timer_left_s <= 0

@@ -74,14 +74,12 @@ def tap_cells(lon: np.ndarray, lat: np.ndarray, *, margin: float = 0.6) -> list[
     return rings
 
 
-def _cell_rows(instance: panda.Instance, labels: Sequence[str] | None = None) -> list[dict]:
+def _cell_rows(instance: panda.Instance) -> list[dict]:
     rings = tap_cells(instance.lon, instance.lat)
-    return [{"polygon": ring, "x": x, "tooltip": labels[x] if labels else f"Place {x}"} for x, ring in enumerate(rings)]
+    return [{"polygon": ring, "x": x, "tooltip": f"Place {x}"} for x, ring in enumerate(rings)]
 
 
-def _places(
-    instance: panda.Instance, *, radius_px: float, pickable: bool, labels: Sequence[str] | None = None
-) -> list[pdk.Layer]:
+def _places(instance: panda.Instance, *, radius_px: float, pickable: bool) -> list[pdk.Layer]:
     """The places as dots; while ``pickable``, under an invisible layer of their cells (id :data:`PLACES`) that
     takes every tap on the map for the nearest place (a dot of a few pixels is hard to hit with a finger)."""
     dots = pdk.Layer(
@@ -98,8 +96,7 @@ def _places(
         return [dots]
     cells = pdk.Layer(
         "PolygonLayer",
-        # Kept per instance and per labels (a view's labels are a function of its map and places).
-        data=_kept(instance, f"map_tap_cells_{hash(tuple(labels or ()))}", lambda inst: _cell_rows(inst, labels)),
+        data=_kept(instance, "map_tap_cells", _cell_rows),
         id=PLACES,
         get_polygon="polygon",
         # Nearly transparent, not invisible: deck.gl does not pick what it does not draw.
@@ -150,17 +147,14 @@ def student_deck(
     secret: int | None = None,
     bayes_place: int | None = None,
     landmarks: Sequence[Landmark] = (),
-    labels: Sequence[str] | None = None,
     width_px: int = 380,
     height_px: int = 420,
 ) -> pdk.Deck:
     """A student's map: tap a place to guess; after the reveal, the truth and the Bayes attacker's guess.
-    ``landmarks`` (:func:`app.model.landmarks.landmarks`) are drawn as labelled squares; ``labels`` name the places
-    in the tap cells' tooltips (:func:`app.model.landmarks.place_labels`; ``None``: "Place 61")."""
+    ``landmarks`` (:func:`app.model.landmarks.landmarks`) are drawn as labelled squares."""
     outputs = np.asarray(instance.outputs)
     revealed = secret is not None
-    radius = 4.5 if not revealed else 2.5
-    layers = [roads_layer(segments), *_places(instance, radius_px=radius, pickable=not revealed, labels=labels)]
+    layers = [roads_layer(segments), *_places(instance, radius_px=4.5 if not revealed else 2.5, pickable=not revealed)]
     sizes = STUDENT_MARKERS["revealed" if revealed else "open"]
 
     def mark(kind: str, x: int, fill: list[int], line: list[int], tooltip: str) -> dict:

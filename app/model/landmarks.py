@@ -11,16 +11,14 @@ chosen, the more distinctive kinds first); none for a city without points of int
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 import panda
-from app.model.messages import plain
 from app.model.params import parse_source
 
-__all__ = ["Landmark", "LANDMARK_KINDS", "landmarks", "place_labels", "with_place_names"]
+__all__ = ["Landmark", "LANDMARK_KINDS", "landmarks", "place_labels"]
 
 #: The kinds a landmark may be, most distinctive first, with their label.
 LANDMARK_KINDS = {
@@ -103,15 +101,3 @@ def _place_labels(city: str, lon_bytes: bytes, lat_bytes: bytes) -> tuple[str, .
         return tuple(f"Place {x}" for x in range(lon.size))
     names = place_names(lon, lat, city)
     return tuple(f"Place {x} · {name}" if name.startswith("near ") else f"Place {x}" for x, name in enumerate(names))
-
-
-def with_place_names(text: str, labels: tuple[str, ...]) -> str:
-    """A message with each "place 61" followed by the place's street, "place 61 (near Gartenstraße)", where
-    :func:`place_labels` has one; the name as literal text (no markup from map data)."""
-
-    def named(match: re.Match) -> str:
-        x = int(match[1])
-        near = labels[x].partition(" · ")[2] if 0 <= x < len(labels) else ""
-        return f"{match[0]} ({plain(near)})" if near else match[0]
-
-    return re.sub(r"\bplace (\d+)", named, text)

@@ -75,48 +75,28 @@ def _format_count(value: Any) -> str | None:
     return str(int(value))
 
 
-def _parse_reports(text: str) -> int:
-    low, high = RANGES["n_reports"]
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"is not a whole number of reports ({low:g} to {high:g})") from None
-    if not low <= value <= high:
-        raise ValueError(f"is not a number of reports from {low:g} to {high:g}")
-    return value
+def _whole(low: int, high: int, not_whole: str, not_in_range: str, unit: str = "") -> Callable[[str], int]:
+    """The parser of a whole number from ``low`` to ``high``; its sentences: "is not <not_whole> (low to high)" and
+    "is not <not_in_range> from low to high<unit>"."""
 
-
-def _count_from(low: int, high: int, what: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise ValueError(f"is not a whole number of {what} ({low:g} to {high:g})") from None
+            raise ValueError(f"is not {not_whole} ({low:g} to {high:g})") from None
         if not low <= value <= high:
-            raise ValueError(f"is not a number of {what} from {low:g} to {high:g}")
+            raise ValueError(f"is not {not_in_range} from {low:g} to {high:g}{unit}")
         return value
 
     return parse
+
+
+_parse_reports = _whole(*RANGES["n_reports"], "a whole number of reports", "a number of reports")
 
 
 def _format_reports(value: Any) -> str | None:
     text = _format_count(value)
     return None if text in (None, "1") else text
-
-
-def _metres(low: int, high: int, what: str) -> Callable[[str], int]:
-    """The parser of a whole number of metres from ``low`` to ``high`` (the planner's target and floor)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"is not {what} in whole metres ({low:g} to {high:g})") from None
-        if not low <= value <= high:
-            raise ValueError(f"is not {what} from {low:g} to {high:g} m")
-        return value
-
-    return parse
 
 
 def _format_metres(default: int) -> Callable[[Any], str | None]:
@@ -278,9 +258,21 @@ PAGE_QUERY: dict[str, PageParam] = {
         _format_default({i: scene.key for i, scene in enumerate(SCENES)}, 0),
     ),
     # The planner (its tolerable error and attacker's floor in metres, reports a day, the optimal LP asked for)
-    "target": PageParam("plan_target_m", _metres(*PLAN_TARGET_RANGE_M, "an error"), _format_metres(DEFAULT_TARGET_M)),
-    "floor": PageParam("plan_floor_m", _metres(*PLAN_TARGET_RANGE_M, "an attacker's error"), _format_metres(0)),
-    "perday": PageParam("plan_per_day", _count_from(*PLAN_PER_DAY_RANGE, "reports a day"), _format_reports),
+    "target": PageParam(
+        "plan_target_m",
+        _whole(*PLAN_TARGET_RANGE_M, "an error in whole metres", "an error", " m"),
+        _format_metres(DEFAULT_TARGET_M),
+    ),
+    "floor": PageParam(
+        "plan_floor_m",
+        _whole(*PLAN_TARGET_RANGE_M, "an attacker's error in whole metres", "an attacker's error", " m"),
+        _format_metres(0),
+    ),
+    "perday": PageParam(
+        "plan_per_day",
+        _whole(*PLAN_PER_DAY_RANGE, "a whole number of reports a day", "a number of reports a day"),
+        _format_reports,
+    ),
     "certify": PageParam("plan_lp", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),
     # Every page
     "present": PageParam("w_present", _one_of({"1": True, "0": False}, "1 or 0"), _format_default({True: "1"}, False)),

@@ -84,42 +84,45 @@ def plan_downloads(
     """The four download buttons of a plan whose mechanism ``mapped`` is on the exposure map."""
     stem = f"panda-plan-{int(result.target_loss_m)}m"
     link = page_link()
-    d = st.columns(4)
-    d[0].download_button(
-        "Brief (PDF)",
-        data=lambda: html_to_pdf(_brief(result, inst, params, segments, mapped, link)),
-        file_name=f"{stem}.pdf",
-        mime="application/pdf",
-        key="plan_pdf",
-        on_click="ignore",
-        help="One page to forward: the question, the answer, the risk, the assumptions, the audit, the map, the "
-        "chart and the link (with its QR code).",
+    files = (
+        (
+            "Brief (PDF)",
+            lambda: html_to_pdf(_brief(result, inst, params, segments, mapped, link)),
+            "pdf",
+            "application/pdf",
+            "One page to forward: the question, the answer, the risk, the assumptions, the audit, the map, the chart "
+            "and the link (with its QR code).",
+        ),
+        (
+            "Brief (HTML)",
+            lambda: _brief(result, inst, params, segments, mapped, link).encode("utf-8"),
+            "html",
+            "text/html",
+            "The same brief as one self-contained web page.",
+        ),
+        (
+            "Places (GeoPackage)",
+            lambda: plan_geopackage(result, inst, labels, mapped),
+            "gpkg",
+            "application/geopackage+sqlite3",
+            "Layers 'places' (every place with its errors and risks per mechanism) and 'exposure' (the worst-off "
+            "places of the mapped mechanism); WGS84 (EPSG:4326).",
+        ),
+        (
+            "Places (GeoJSON)",
+            lambda: plan_geojson(result, inst, labels),
+            "geojson",
+            "application/geo+json",
+            "Every place with its errors and risks per mechanism; WGS84 (CRS84).",
+        ),
     )
-    d[1].download_button(
-        "Brief (HTML)",
-        data=lambda: _brief(result, inst, params, segments, mapped, link).encode("utf-8"),
-        file_name=f"{stem}.html",
-        mime="text/html",
-        key="plan_html",
-        on_click="ignore",
-        help="The same brief as one self-contained web page.",
-    )
-    d[2].download_button(
-        "Places (GeoPackage)",
-        data=lambda: plan_geopackage(result, inst, labels, mapped),
-        file_name=f"{stem}.gpkg",
-        mime="application/geopackage+sqlite3",
-        key="plan_gpkg",
-        on_click="ignore",
-        help="Layers 'places' (every place with its errors and risks per mechanism) and 'exposure' (the worst-off "
-        "places of the mapped mechanism); WGS84 (EPSG:4326).",
-    )
-    d[3].download_button(
-        "Places (GeoJSON)",
-        data=lambda: plan_geojson(result, inst, labels),
-        file_name=f"{stem}.geojson",
-        mime="application/geo+json",
-        key="plan_geojson",
-        on_click="ignore",
-        help="Every place with its errors and risks per mechanism; WGS84 (CRS84).",
-    )
+    for cell, (label, make, suffix, mime, help_text) in zip(st.columns(len(files)), files, strict=True):
+        cell.download_button(
+            label,
+            data=make,
+            file_name=f"{stem}.{suffix}",
+            mime=mime,
+            key=f"plan_{suffix}",
+            on_click="ignore",
+            help=help_text,
+        )

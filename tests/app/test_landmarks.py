@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import panda
-from app.model.landmarks import with_place_names
 
 
 def test_place_labels_keep_the_number_first_and_add_the_nearest_street():
@@ -22,14 +21,3 @@ def test_place_labels_keep_the_number_first_and_add_the_nearest_street():
     assert sum(" · near " in label for label in labels) > inst.n_records // 2  # a city centre: most are named
     unnamed = place_labels("file:0123456789abcdef", inst.lon, inst.lat)  # an uploaded map: no shipped names
     assert unnamed == tuple(f"Place {x}" for x in range(inst.n_records))
-
-
-def test_messages_name_the_place_by_its_street():
-    labels = ("Place 0 · near Gartenstraße", "Place 1", "Place 2 · near *Markt*_[x](y)")
-    assert with_place_names("Guess saved: place 0. You can change it.", labels) == (
-        "Guess saved: place 0 (near Gartenstraße). You can change it."
-    )
-    assert with_place_names("Already saved: your guess is place 1.", labels) == "Already saved: your guess is place 1."
-    named = with_place_names("place 2", labels)
-    assert named.startswith("place 2 (near ") and "*Markt*" not in named  # map data shown as text, not markup
-    assert with_place_names("place 9 and replace 0", labels) == "place 9 and replace 0"  # beyond the labels; a word
