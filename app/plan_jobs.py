@@ -1,9 +1,8 @@
 """The eps planner for the dashboard: :func:`panda.plan.plan` as a long job on a worker, its answer kept in the result
 store (app/server/result_store.py) for every session and across restarts.
 
-A plan of the default view (K = 500) with planar Laplace and EM is a few seconds of one worker; with the optimal
-LP it is about a minute (a certified solve per bisection step), so the LP is planned only when asked for, under a
-time limit per solve. A plan is kept by its inputs: a second visitor, the link reopened, or a lecture's
+Planar Laplace and EM are planned in seconds; the optimal LP needs a certified solve per bisection step (its times:
+docs/planner.md), so it is planned only when asked for, under a time limit per solve. A plan is kept by its inputs: a second visitor, the link reopened, or a lecture's
 preparation gets it at once. A plan whose optimal LP stopped at its time limit ("undecided") is not kept: another
 try may decide it.
 """
