@@ -16,7 +16,9 @@ where it stopped when run again. Progress is printed one line per task.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -163,6 +165,14 @@ def read_links(lines: Iterable[str]) -> list[str]:
     return [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
 
 
+def _interruptible() -> None:
+    """Let SIGINT stop the preparation (Ctrl-C, ``kill -INT``, the presenter view's Stop) even when it was started
+    with SIGINT ignored: a shell starts background jobs that way (``nohup ... &``), the ignoring is inherited, and
+    Python then installs no KeyboardInterrupt handler, so the run went on to the end. Main thread only."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run(links: list[str], *, out=sys.stdout) -> int:  # noqa: ANN001 (a text stream)
     """Prepare every view of ``links``; returns 0 when all is kept, 1 when a task could not be, 2 on bad links."""
     views_: list[tuple[Params, Task]] = []
@@ -192,6 +202,7 @@ def run(links: list[str], *, out=sys.stdout) -> int:  # noqa: ANN001 (a text str
         return built[key]
 
     n, failed, t_all = len(views_), 0, time.perf_counter()
+    _interruptible()
     print(f"Preparing {len(links)} link(s): {n} tasks (results go to the result store).", file=out, flush=True)
     try:
         for i, (params, task) in enumerate(views_, 1):
